@@ -1,0 +1,20 @@
+"""collapse: the library behind the rank-collapse companion.
+
+Re-derives the numerical claims of Wu et al. (NeurIPS 2024, attention masks and
+LayerNorm) and Nait Saada, Naderi & Tanner (ICML 2025, "Mind the Gap"):
+
+    masks           attention masks as graphs: radius, diameter, centers, connectivity
+    attention       masked softmax with temperature, LayerNorm flavours, outlier removal
+    san             self-attention stacks at init and their per-layer simulation
+    metrics         mu, stable ranks, cosines, numerical rank, sigma_min
+    markov          random Markov attention and the quarter-circle law
+    counterexample  the LayerNorm counterexample and Theorem 3's equilibria
+    theory          the Theorem 1 / Theorem 2 / Corollary 1 bounds
+"""
+
+from . import attention, counterexample, markov, masks, metrics, san, theory
+from .checks import ParameterError
+
+__version__ = "0.1.0"
+
+__all__ = ["attention", "counterexample", "markov", "masks", "metrics", "san", "theory", "ParameterError", "__version__"]

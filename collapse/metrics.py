@@ -1,0 +1,128 @@
+"""Measures of token collapse, batched over leading dims, computed in float64.
+
+float64 matters: in float32, X - mean(X) cancels at ~1e-7 relative and draws a false
+floor under every collapse curve (DESIGN.md, Numerics).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .checks import ParameterError, check_matrix
+
+__all__ = [
+    "mu",
+    "relative_mu",
+    "frobenius",
+    "stable_rank",
+    "gram_stable_rank",
+    "mean_abs_cos",
+    "numerical_rank",
+    "sigma_min",
+    "METRICS",
+    "check_metric_names",
+    "evaluate",
+]
+
+
+def _f64(X: torch.Tensor) -> torch.Tensor:
+    check_matrix("X", X)
+    return X.to(torch.float64)
+
+
+def mu(X: torch.Tensor) -> torch.Tensor:
+    """||X - 1 mean(X)||_F: distance of the tokens from their common mean (Wu et al.)."""
+    X = _f64(X)
+    return torch.linalg.vector_norm(X - X.mean(-2, keepdim=True), dim=(-2, -1))
+
+
+def frobenius(X: torch.Tensor) -> torch.Tensor:
+    """||X||_F over the last two dims."""
+    return torch.linalg.vector_norm(_f64(X), dim=(-2, -1))
+
+
+def relative_mu(X: torch.Tensor) -> torch.Tensor:
+    """mu(X) / ||X||_F: collapse separated from a shrinking overall scale."""
+    return mu(X) / frobenius(X)
+
+
+def _singular_values(X: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.svdvals(_f64(X))
+
+
+def _stable_rank_from(s: torch.Tensor, power: int) -> torch.Tensor:
+    return (s**power).sum(-1) / s[..., 0] ** power
+
+
+def stable_rank(X: torch.Tensor) -> torch.Tensor:
+    """||X||_F^2 / ||X||_2^2 = sum sigma^2 / sigma_1^2 (Wu et al., App. F.2)."""
+    return _stable_rank_from(_singular_values(X), 2)
+
+
+def gram_stable_rank(X: torch.Tensor) -> torch.Tensor:
+    """Stable rank of X X^T, sum sigma^4 / sigma_1^4: the definition of the Mind-the-Gap code."""
+    return _stable_rank_from(_singular_values(X), 4)
+
+
+def mean_abs_cos(X: torch.Tensor) -> torch.Tensor:
+    """Mean over ordered pairs i != j of |cos(x_i, x_j)| (Wu et al., Fig. 4)."""
+    X = _f64(X)
+    n = X.shape[-2]
+    if n < 2:
+        raise ParameterError(f"mean_abs_cos needs at least 2 tokens, got {n}")
+    unit = X / torch.linalg.vector_norm(X, dim=-1, keepdim=True)
+    cos = (unit @ unit.transpose(-1, -2)).abs()
+    off_diagonal = cos.sum((-2, -1)) - cos.diagonal(dim1=-2, dim2=-1).sum(-1)
+    return off_diagonal / (n * (n - 1))
+
+
+def _rank_from(s: torch.Tensor, shape, rtol: float | None) -> torch.Tensor:
+    if rtol is None:
+        rtol = max(shape[-2:]) * torch.finfo(torch.float64).eps
+    return (s > rtol * s[..., :1]).sum(-1)
+
+
+def numerical_rank(X: torch.Tensor, rtol: float | None = None) -> torch.Tensor:
+    """Number of singular values above rtol * sigma_1 (default: max(n, d) * float64 eps)."""
+    return _rank_from(_singular_values(X), X.shape, rtol)
+
+
+def sigma_min(X: torch.Tensor) -> torch.Tensor:
+    """Smallest of the min(n, d) singular values."""
+    return _singular_values(X)[..., -1]
+
+
+METRICS = {
+    "mu": mu,
+    "relative_mu": relative_mu,
+    "frobenius": frobenius,
+    "stable_rank": stable_rank,
+    "gram_stable_rank": gram_stable_rank,
+    "mean_abs_cos": mean_abs_cos,
+    "numerical_rank": numerical_rank,
+    "sigma_min": sigma_min,
+}
+
+_SPECTRAL = {
+    "stable_rank": lambda s, shape: _stable_rank_from(s, 2),
+    "gram_stable_rank": lambda s, shape: _stable_rank_from(s, 4),
+    "numerical_rank": lambda s, shape: _rank_from(s, shape, None),
+    "sigma_min": lambda s, shape: s[..., -1],
+}
+
+
+def check_metric_names(names) -> tuple[str, ...]:
+    """Return `names` as a tuple, raising on any name not in METRICS."""
+    names = (names,) if isinstance(names, str) else tuple(names)
+    for name in names:
+        if name not in METRICS:
+            raise ParameterError(f"metric must be one of {', '.join(METRICS)}; got {name!r}")
+    return names
+
+
+def evaluate(X: torch.Tensor, names) -> dict[str, torch.Tensor]:
+    """Several metrics of X at once, sharing one SVD between the spectral ones."""
+    names = check_metric_names(names)
+    spectral = [n for n in names if n in _SPECTRAL]
+    s = _singular_values(X) if spectral else None
+    return {n: (_SPECTRAL[n](s, X.shape) if n in _SPECTRAL else METRICS[n](X)) for n in names}

@@ -1,0 +1,312 @@
+"""Self-attention networks (SANs) at initialisation, and their simulation layer by layer.
+
+A layer maps X (..., n, d) to X' through multi-head masked softmax attention and one
+of the variants Wu et al. compare:
+
+    attention  X' = SA(X)                    (pure attention, Theorem 1)
+    skip       X' = X + SA(X)
+    ln         X' = LN(SA(X))                (post-LN, Theorem 2 with scale-only LN)
+    skip_ln    X' = LN(X + SA(X))            (post-LN transformer without MLP)
+    full       H = LN(X + SA(X)); X' = LN(H + MLP(H))   (BERT layer)
+
+SA(X) = concat_h(A_h(X) X W_V^h) W_O: with one head, no W_O and no bias (the toys of
+the theory) it is A(X) X W_V. Weights act on the right (X @ W). Every layer gets
+fresh weights, drawn from a stream of its own (seed, layer, role), so the same seed
+gives the same attention weights whatever the variant, bias or batch layout.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from . import metrics as _metrics
+from .attention import LAYERNORMS, masked_softmax, remove_outlier
+from .checks import ParameterError, check_choice, check_float, check_int
+from .masks import check_mask
+from .theory import epsilon
+
+__all__ = ["VARIANTS", "INITS", "SANConfig", "LayerWeights", "init_layer", "init_layers", "self_attention", "apply_layer", "simulate", "Simulation"]
+
+VARIANTS = ("attention", "skip", "ln", "skip_ln", "full")
+INITS = ("torch_default", "bert_normal", "orthogonal_v", "spectral_v")
+
+
+@dataclass(frozen=True)
+class SANConfig:
+    """Architecture of a stack of self-attention layers; validated on construction."""
+
+    d: int
+    n_layers: int
+    n_heads: int = 1
+    variant: str = "attention"
+    layernorm: str = "scale"
+    ln_eps: float = 1e-12
+    init: str = "torch_default"
+    out_proj: bool = False
+    bias: bool = False
+    d_ff: int | None = None
+    qk_gain: float = 1.0
+    remove_outlier: bool = False
+
+    def __post_init__(self):
+        check_int("d", self.d, minimum=1)
+        check_int("n_layers", self.n_layers, minimum=0)
+        check_int("n_heads", self.n_heads, minimum=1)
+        if self.d % self.n_heads:
+            raise ParameterError(f"n_heads must divide d={self.d}, got {self.n_heads}")
+        check_choice("variant", self.variant, VARIANTS)
+        check_choice("layernorm", self.layernorm, LAYERNORMS)
+        check_choice("init", self.init, INITS)
+        check_float("ln_eps", self.ln_eps, minimum=0.0)
+        check_float("qk_gain", self.qk_gain, minimum=0.0)
+        if self.d_ff is not None:
+            check_int("d_ff", self.d_ff, minimum=1)
+
+    @classmethod
+    def bert(cls, variant: str = "attention", n_layers: int = 12, **overrides) -> SANConfig:
+        """BERT-base sizes: d=768, 12 heads of 64, Q/K/V/O with biases, centred LN (eps 1e-12)."""
+        base = dict(d=768, n_heads=12, out_proj=True, bias=True, layernorm="centered", ln_eps=1e-12, d_ff=3072)
+        return cls(n_layers=n_layers, variant=variant, **{**base, **overrides})
+
+    @property
+    def head_dim(self) -> int:
+        return self.d // self.n_heads
+
+    @property
+    def ffn_width(self) -> int:
+        return self.d_ff if self.d_ff is not None else 4 * self.d
+
+
+@dataclass
+class LayerWeights:
+    """One layer's parameters; None means absent (no bias, no W_O) or identity (LN gain/shift)."""
+
+    W_Q: torch.Tensor
+    W_K: torch.Tensor
+    W_V: torch.Tensor
+    b_Q: torch.Tensor | None = None
+    b_K: torch.Tensor | None = None
+    b_V: torch.Tensor | None = None
+    W_O: torch.Tensor | None = None
+    b_O: torch.Tensor | None = None
+    ln1_weight: torch.Tensor | None = None
+    ln1_bias: torch.Tensor | None = None
+    W_1: torch.Tensor | None = None
+    b_1: torch.Tensor | None = None
+    W_2: torch.Tensor | None = None
+    b_2: torch.Tensor | None = None
+    ln2_weight: torch.Tensor | None = None
+    ln2_bias: torch.Tensor | None = None
+
+    def map(self, fn) -> LayerWeights:
+        """Apply `fn` to every present tensor (casting, moving, reshaping)."""
+        return replace(self, **{f.name: fn(v) for f in fields(self) if (v := getattr(self, f.name)) is not None})
+
+    def to(self, *args, **kwargs) -> LayerWeights:
+        return self.map(lambda t: t.to(*args, **kwargs))
+
+
+# Each (role) has its own random stream; the index is part of the stream's seed.
+_ROLES = ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V", "W_O", "b_O", "W_1", "b_1", "W_2", "b_2")
+
+
+def _generator(seed: int, layer: int, role: str) -> torch.Generator:
+    state = np.random.SeedSequence([seed, layer, _ROLES.index(role)]).generate_state(2, dtype=np.uint32)
+    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+
+
+def _draw(config: SANConfig, seed: int, layer: int, role: str, fan_in: int, shape) -> torch.Tensor:
+    """One parameter tensor in float64 on the CPU, by the config's init scheme."""
+    g = _generator(seed, layer, role)
+    is_bias = role.startswith("b_")
+    if config.init == "bert_normal":
+        t = torch.zeros(shape, dtype=torch.float64) if is_bias else torch.randn(shape, generator=g, dtype=torch.float64) * 0.02
+    elif role == "W_V" and config.init == "orthogonal_v":
+        q, r = torch.linalg.qr(torch.randn(shape, generator=g, dtype=torch.float64))
+        t = q * torch.sign(torch.diagonal(r))
+    else:  # torch default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases
+        t = (torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1) / math.sqrt(fan_in)
+        if role == "W_V" and config.init == "spectral_v":
+            t = t / torch.linalg.matrix_norm(t, ord=2)
+    if role in ("W_Q", "W_K"):
+        t = t * config.qk_gain
+    return t
+
+
+def _check_seeds(seed) -> list[int]:
+    seeds = list(seed) if isinstance(seed, Sequence) and not isinstance(seed, str) else [seed]
+    if not seeds:
+        raise ParameterError("seed must be an int >= 0 or a non-empty sequence of them, got an empty sequence")
+    return [check_int("seed", s, minimum=0) for s in seeds]
+
+
+def init_layer(config: SANConfig, layer: int, seed: int | Sequence[int] = 0, *, dtype=torch.float64, device=None) -> LayerWeights:
+    """Fresh weights of layer `layer`; a sequence of seeds stacks them along a leading dim."""
+    layer = check_int("layer", layer, minimum=0)
+    seeds = _check_seeds(seed)
+    d, f = config.d, config.ffn_width
+    spec = {"W_Q": (d, (d, d)), "W_K": (d, (d, d)), "W_V": (d, (d, d))}
+    if config.bias:
+        spec.update(b_Q=(d, (d,)), b_K=(d, (d,)), b_V=(d, (d,)))
+    if config.out_proj:
+        spec["W_O"] = (d, (d, d))
+        if config.bias:
+            spec["b_O"] = (d, (d,))
+    if config.variant == "full":
+        spec.update(W_1=(d, (d, f)), b_1=(d, (f,)), W_2=(f, (f, d)), b_2=(f, (d,)))
+
+    def draw(role, fan_in, shape):
+        tensors = [_draw(config, s, layer, role, fan_in, shape) for s in seeds]
+        stacked = torch.stack(tensors) if isinstance(seed, Sequence) else tensors[0]
+        return stacked.to(dtype=dtype, device=device)
+
+    return LayerWeights(**{role: draw(role, fan_in, shape) for role, (fan_in, shape) in spec.items()})
+
+
+def init_layers(config: SANConfig, seed: int | Sequence[int] = 0, *, dtype=torch.float64, device=None) -> Iterator[LayerWeights]:
+    """Weights of every layer, drawn lazily so that deep stacks never hold all of them."""
+    for layer in range(config.n_layers):
+        yield init_layer(config, layer, seed, dtype=dtype, device=device)
+
+
+def _affine(X, W, b):
+    """X @ W + b, as one fused BLAS call when the weights are shared across the batch."""
+    if b is None:
+        return X @ W
+    if W.ndim == 2:
+        return torch.addmm(b, X.reshape(-1, X.shape[-1]), W).reshape(*X.shape[:-1], W.shape[-1])
+    return X @ W + b
+
+
+def self_attention(X, w: LayerWeights, config: SANConfig, mask=None, d_qk=None):
+    """Multi-head masked attention; returns (output (..., n, d), attention (..., heads, n, n)).
+
+    d_qk: None (the head width), a float, or a tensor broadcastable to (..., heads, n, n).
+    """
+    d, n_heads, head_dim = config.d, config.n_heads, config.head_dim
+    W = torch.cat([w.W_Q, w.W_K, w.W_V], dim=-1)
+    b = None if w.b_Q is None else torch.cat([w.b_Q, w.b_K, w.b_V], dim=-1)
+    q, k, v = (t.unflatten(-1, (n_heads, head_dim)).transpose(-3, -2) for t in _affine(X, W, b).split(d, dim=-1))
+    scale = math.sqrt(head_dim) if d_qk is None else d_qk.sqrt() if isinstance(d_qk, torch.Tensor) else math.sqrt(d_qk)
+    scores = q @ k.transpose(-1, -2) / scale
+    A = masked_softmax(scores, None if mask is None else mask.unsqueeze(-3))
+    if config.remove_outlier:
+        A = remove_outlier(A)
+    out = (A @ v).transpose(-3, -2).flatten(-2)
+    if w.W_O is not None:
+        out = _affine(out, w.W_O, w.b_O)
+    return out, A
+
+
+def _layernorm(X, config: SANConfig, weight, bias):
+    if config.layernorm == "scale":
+        return LAYERNORMS["scale"](X)
+    return LAYERNORMS["centered"](X, config.ln_eps, weight, bias)
+
+
+def apply_layer(X, w: LayerWeights, config: SANConfig, mask=None, d_qk=None):
+    """One layer of the configured variant; returns (X', attention matrices). d_qk as in self_attention."""
+    y, A = self_attention(X, w, config, mask, d_qk)
+    variant = config.variant
+    if variant == "attention":
+        return y, A
+    if variant == "skip":
+        return X + y, A
+    if variant == "ln":
+        return _layernorm(y, config, w.ln1_weight, w.ln1_bias), A
+    h = _layernorm(X + y, config, w.ln1_weight, w.ln1_bias)
+    if variant == "skip_ln":
+        return h, A
+    ffn = _affine(torch.nn.functional.gelu(_affine(h, w.W_1, w.b_1)), w.W_2, w.b_2)
+    return _layernorm(h + ffn, config, w.ln2_weight, w.ln2_bias), A
+
+
+@dataclass
+class Simulation:
+    """Per-layer metrics, each a float64 CPU tensor (L+1, *batch), and the last layer's X."""
+
+    metrics: dict[str, torch.Tensor]
+    final: torch.Tensor
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self.metrics[name]
+
+
+def _align_to_batch(w: LayerWeights, ndim: int) -> LayerWeights:
+    """Give per-seed weights (S, ...) singleton dims so they broadcast over X's other batch dims."""
+
+    def reshape(t):
+        core = 2 if t.ndim == 3 else 1
+        return t.reshape(t.shape[:1] + (1,) * (ndim - 1 - core) + t.shape[1:])
+
+    return w.map(reshape)
+
+
+def _check_inputs(X0, config: SANConfig, mask, d_qk, seed):
+    if not isinstance(X0, torch.Tensor) or X0.ndim < 2 or X0.shape[-1] != config.d:
+        raise ParameterError(f"X0 must be a tensor of shape (..., n, d={config.d}), got {tuple(getattr(X0, 'shape', ()))}")
+    if not X0.is_floating_point():
+        raise ParameterError(f"X0 must be a floating-point tensor, got {X0.dtype}")
+    if mask is not None:
+        check_mask(mask)
+        if mask.shape[-1] != X0.shape[-2]:
+            raise ParameterError(f"mask must be ({X0.shape[-2]}, {X0.shape[-2]}) to match X0's tokens, got {tuple(mask.shape)}")
+        mask = mask.to(X0.device)
+    if isinstance(d_qk, torch.Tensor):
+        if bool((d_qk <= 0).any()):
+            raise ParameterError("d_qk must be > 0 everywhere")
+        d_qk = d_qk.to(X0).reshape(d_qk.shape + (1, 1, 1))
+    elif d_qk is not None:
+        d_qk = check_float("d_qk", d_qk, positive=True)
+    if isinstance(seed, Sequence) and X0.ndim < 3:
+        raise ParameterError("X0 needs a leading seed dim when seed is a sequence (shape (seeds, ..., n, d))")
+    return mask, d_qk
+
+
+@torch.inference_mode()
+def simulate(
+    X0: torch.Tensor,
+    config: SANConfig,
+    *,
+    mask: torch.Tensor | None = None,
+    d_qk=None,
+    seed: int | Sequence[int] = 0,
+    weights: Iterable[LayerWeights] | None = None,
+    metrics: Sequence[str] = ("mu",),
+    record_epsilon: bool = False,
+    progress: bool = False,
+) -> Simulation:
+    """Run X0 (..., n, d) through the stack, keeping only per-layer metrics.
+
+    The dynamics run in X0's dtype and device; metrics are computed in float64.
+    `mask` (n, n) or (..., n, n) and `d_qk` (float, or a tensor over batch dims)
+    broadcast against X0's batch dims; d_qk defaults to the head width. A sequence
+    `seed` draws one network per seed, matched to X0's leading dim. `weights` replaces
+    the random draw (e.g. pretrained layers). `record_epsilon` adds "epsilon": the
+    smallest attention weight on any edge of each layer (NaN at t = 0).
+    """
+    names = _metrics.check_metric_names(metrics)
+    mask, d_qk = _check_inputs(X0, config, mask, d_qk, seed)
+    if weights is None:
+        weights = init_layers(config, seed, dtype=X0.dtype, device=X0.device)
+    per_seed = isinstance(seed, Sequence)
+    history = {name: [value.cpu()] for name, value in _metrics.evaluate(X0, names).items()}
+    eps_history = [torch.full(X0.shape[:-2], math.nan, dtype=torch.float64)]
+    X = X0
+    for w in tqdm(weights, total=config.n_layers, desc="layers", disable=not progress, leave=False):
+        w = w.to(dtype=X0.dtype, device=X0.device)
+        X, A = apply_layer(X, _align_to_batch(w, X0.ndim) if per_seed else w, config, mask, d_qk)
+        for name, value in _metrics.evaluate(X, names).items():
+            history[name].append(value.cpu())
+        if record_epsilon:
+            eps_history.append(epsilon(A, None if mask is None else mask.unsqueeze(-3)).amin(-1).double().cpu())
+    result = {name: torch.stack(values) for name, values in history.items()}
+    if record_epsilon:
+        result["epsilon"] = torch.stack(eps_history)
+    return Simulation(result, X)

@@ -1,0 +1,205 @@
+import math
+
+import pytest
+import torch
+
+from collapse import attention, masks, metrics, san
+from collapse.checks import ParameterError
+
+
+def reference_attention(X, w, n_heads, mask=None, d_qk=None):
+    """Loop over heads, one plain formula per head: the definition SA is checked against."""
+    d = X.shape[-1]
+    head = d // n_heads
+    outputs = []
+    for h in range(n_heads):
+        cols = slice(h * head, (h + 1) * head)
+        Q = X @ w.W_Q[:, cols] + (0 if w.b_Q is None else w.b_Q[cols])
+        K = X @ w.W_K[:, cols] + (0 if w.b_K is None else w.b_K[cols])
+        V = X @ w.W_V[:, cols] + (0 if w.b_V is None else w.b_V[cols])
+        A = attention.masked_softmax(Q @ K.transpose(-1, -2) / math.sqrt(d_qk or head), mask)
+        outputs.append(A @ V)
+    out = torch.cat(outputs, dim=-1)
+    return out if w.W_O is None else out @ w.W_O + w.b_O
+
+
+def test_single_head_toy_layer_is_A_X_WV(gen):
+    config = san.SANConfig(d=6, n_layers=1)
+    w = san.init_layer(config, 0, seed=3)
+    X = torch.randn(5, 6, generator=gen, dtype=torch.float64)
+    mask = masks.make("causal", 5)
+    A = attention.attention_matrix(X, w.W_Q, w.W_K, mask, d_qk=2.0)
+    out, A_layer = san.apply_layer(X, w, config, mask, d_qk=2.0)
+    torch.testing.assert_close(out, A @ X @ w.W_V)
+    torch.testing.assert_close(A_layer[..., 0, :, :], A)
+
+
+@pytest.mark.parametrize("variant", san.VARIANTS)
+def test_bert_sized_variants_match_the_reference_formulas(variant, gen):
+    config = san.SANConfig.bert(variant=variant, n_layers=1, d=24, n_heads=3, d_ff=40)
+    w = san.init_layer(config, 0, seed=7)
+    X = torch.randn(2, 9, 24, generator=gen, dtype=torch.float64)
+    mask = masks.make("sliding_window", 9, window=2)
+    sa = reference_attention(X, w, 3, mask)
+    ln = lambda Y: torch.nn.functional.layer_norm(Y, (24,), eps=1e-12)  # noqa: E731
+    h = ln(X + sa)
+    expected = {
+        "attention": lambda: sa,
+        "skip": lambda: X + sa,
+        "ln": lambda: ln(sa),
+        "skip_ln": lambda: h,
+        "full": lambda: ln(h + torch.nn.functional.gelu(h @ w.W_1 + w.b_1) @ w.W_2 + w.b_2),
+    }[variant]()
+    torch.testing.assert_close(san.apply_layer(X, w, config, mask)[0], expected)
+
+
+def test_scale_only_layernorm_keeps_tokens_on_the_sphere(gen):
+    config = san.SANConfig(d=8, n_layers=5, variant="ln", init="orthogonal_v")
+    X0 = torch.randn(4, 8, generator=gen, dtype=torch.float64)
+    final = san.simulate(X0, config, mask=masks.make("causal", 4)).final
+    torch.testing.assert_close(torch.linalg.vector_norm(final, dim=-1), torch.ones(4, dtype=torch.float64))
+
+
+def test_init_schemes():
+    d = 64
+    draw = lambda init, **kw: san.init_layer(san.SANConfig(d=d, n_layers=1, init=init, bias=True, out_proj=True, **kw), 0)  # noqa: E731
+    default = draw("torch_default")
+    assert default.W_Q.abs().max() <= 1 / math.sqrt(d) and default.b_V.abs().max() <= 1 / math.sqrt(d)
+    assert default.W_K.std().item() == pytest.approx(1 / math.sqrt(3 * d), rel=0.05)
+    bert = draw("bert_normal")
+    assert bert.W_V.std().item() == pytest.approx(0.02, rel=0.05) and torch.all(bert.b_Q == 0)
+    orthogonal = draw("orthogonal_v").W_V
+    torch.testing.assert_close(orthogonal.T @ orthogonal, torch.eye(d, dtype=torch.float64))
+    assert torch.linalg.matrix_norm(draw("spectral_v").W_V, ord=2).item() == pytest.approx(1.0)
+    gained = draw("torch_default", qk_gain=4.0)
+    torch.testing.assert_close(gained.W_Q, 4 * default.W_Q)
+    torch.testing.assert_close(gained.W_V, default.W_V)
+
+
+def test_attention_weights_do_not_depend_on_variant_bias_or_dtype():
+    plain = san.init_layer(san.SANConfig(d=16, n_layers=3), 2, seed=5)
+    full = san.init_layer(san.SANConfig(d=16, n_layers=3, variant="full", bias=True, out_proj=True), 2, seed=5)
+    single = san.init_layer(san.SANConfig(d=16, n_layers=3), 2, seed=5, dtype=torch.float32)
+    assert torch.equal(plain.W_Q, full.W_Q) and torch.equal(plain.W_V, full.W_V)
+    assert torch.equal(single.W_K, plain.W_K.float())
+    other_layer = san.init_layer(san.SANConfig(d=16, n_layers=3), 1, seed=5)
+    other_seed = san.init_layer(san.SANConfig(d=16, n_layers=3), 2, seed=6)
+    assert not torch.equal(plain.W_Q, other_layer.W_Q) and not torch.equal(plain.W_Q, other_seed.W_Q)
+
+
+def toy_run(X0, **kw):
+    config = san.SANConfig(d=X0.shape[-1], n_layers=kw.pop("n_layers", 20), init="orthogonal_v")
+    return san.simulate(X0, config, d_qk=kw.pop("d_qk", 1.0), metrics=("mu", "stable_rank"), **kw)
+
+
+def test_same_seed_same_bits(gen):
+    X0 = torch.randn(3, 8, 8, generator=gen, dtype=torch.float64)
+    first, second = toy_run(X0, seed=11), toy_run(X0, seed=11)
+    assert torch.equal(first["mu"], second["mu"]) and torch.equal(first.final, second.final)
+    assert not torch.equal(first["mu"], toy_run(X0, seed=12)["mu"])
+
+
+def test_batched_equals_one_by_one(gen):
+    X0 = torch.randn(4, 8, 8, generator=gen, dtype=torch.float64)
+    mask = masks.make("causal_sliding_window", 8)
+    batched = toy_run(X0, mask=mask)
+    for i in range(4):
+        single = toy_run(X0[i], mask=mask)
+        torch.testing.assert_close(batched["mu"][:, i], single["mu"], rtol=1e-12, atol=1e-300)
+        torch.testing.assert_close(batched["stable_rank"][:, i], single["stable_rank"], rtol=1e-10, atol=0)
+
+
+def test_seed_masks_and_temperatures_batch_like_separate_runs(gen):
+    X0 = torch.randn(2, 3, 8, 8, generator=gen, dtype=torch.float64)
+    seeds = [4, 9]
+    stacked_masks = torch.stack([masks.make("causal", 8), masks.make("sliding_window", 8)])[:, None]
+    d_qk = torch.tensor([[0.5], [4.0]])
+    batched = toy_run(X0, seed=seeds, mask=stacked_masks, d_qk=d_qk)
+    for i, (seed, name, temperature) in enumerate(zip(seeds, ["causal", "sliding_window"], [0.5, 4.0], strict=True)):
+        single = toy_run(X0[i], seed=seed, mask=masks.make(name, 8), d_qk=temperature)
+        torch.testing.assert_close(batched["mu"][:, i], single["mu"], rtol=1e-12, atol=1e-300)
+
+
+def test_explicit_weights_reproduce_the_seeded_run(gen):
+    config = san.SANConfig(d=8, n_layers=6, variant="skip_ln", layernorm="centered", bias=True, out_proj=True)
+    X0 = torch.randn(5, 8, generator=gen, dtype=torch.float64)
+    seeded = san.simulate(X0, config, seed=2)
+    explicit = san.simulate(X0, config, weights=list(san.init_layers(config, 2)))
+    assert torch.equal(seeded["mu"], explicit["mu"])
+
+
+def test_float64_mu_keeps_decaying_where_float32_floors(gen):
+    X0 = torch.randn(16, 16, generator=gen, dtype=torch.float64) / 4
+    mask = masks.make("causal", 16)
+    decay64 = toy_run(X0, mask=mask, n_layers=60)["mu"]
+    decay32 = toy_run(X0.float(), mask=mask, n_layers=60)["mu"]
+    log_fall64 = torch.log10(decay64[-1] / decay64[0])
+    log_fall32 = torch.log10(decay32[-1] / decay32[0])
+    assert log_fall64 < -13  # keeps collapsing to the float64 floor
+    assert -9 < log_fall32 < -5  # float32 stalls near 1e-7: a false floor
+    torch.testing.assert_close(decay32[:10], decay64[:10], rtol=1e-4, atol=0)  # same dynamics before the floor
+
+
+def test_record_epsilon_is_the_smallest_edge_weight(gen):
+    config = san.SANConfig(d=6, n_layers=2)
+    X0 = torch.randn(5, 6, generator=gen, dtype=torch.float64)
+    mask = masks.make("causal_sliding_window", 5, window=2)
+    result = san.simulate(X0, config, mask=mask, d_qk=1.0, record_epsilon=True)
+    w = san.init_layer(config, 0)
+    A = attention.attention_matrix(X0, w.W_Q, w.W_K, mask, d_qk=1.0)
+    assert math.isnan(result["epsilon"][0])
+    assert result["epsilon"][1].item() == pytest.approx(A[mask].min().item(), rel=1e-13)
+
+
+def test_outlier_removal_in_the_stack(gen):
+    config = san.SANConfig(d=10, n_layers=1, remove_outlier=True)
+    X = torch.randn(7, 10, generator=gen, dtype=torch.float64)
+    _, A = san.apply_layer(X, san.init_layer(config, 0), config)
+    assert A.sum(-1).abs().max() < 1e-12
+
+
+def test_metrics_and_shapes(gen):
+    config = san.SANConfig(d=12, n_heads=3, n_layers=4, out_proj=True, bias=True)
+    X0 = torch.randn(2, 6, 12, generator=gen, dtype=torch.float32)
+    result = san.simulate(X0, config, metrics=list(metrics.METRICS), progress=False)
+    for name in metrics.METRICS:
+        assert result[name].shape == (5, 2)
+    assert result.final.dtype == torch.float32 and result.final.shape == X0.shape
+
+
+def test_cpu_device_path_equals_default(gen):
+    X0 = torch.randn(5, 8, generator=gen, dtype=torch.float64)
+    config = san.SANConfig(d=8, n_layers=3)
+    assert torch.equal(san.simulate(X0, config)["mu"], san.simulate(X0.to("cpu"), config)["mu"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_cuda_matches_cpu(gen):
+    X0 = torch.randn(3, 16, 32, generator=gen, dtype=torch.float64)
+    config = san.SANConfig(d=32, n_layers=6, n_heads=4, variant="skip_ln", layernorm="centered")
+    cpu, cuda = san.simulate(X0, config), san.simulate(X0.cuda(), config)
+    torch.testing.assert_close(cpu["mu"], cuda["mu"], rtol=1e-9, atol=0)
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: san.SANConfig(d=8, n_layers=-1), "n_layers must be an int >= 0"),
+        (lambda: san.SANConfig(d=8, n_layers=2, n_heads=3), "n_heads must divide d=8"),
+        (lambda: san.SANConfig(d=8, n_layers=2, variant="pre_ln"), "variant must be one of attention, skip, ln, skip_ln, full"),
+        (lambda: san.SANConfig(d=8, n_layers=2, init="xavier"), "init must be one of torch_default, bert_normal"),
+        (lambda: san.SANConfig(d=8, n_layers=2, layernorm="rms"), "layernorm must be one of scale, centered"),
+        (lambda: san.SANConfig(d="8", n_layers=2), "d must be an int >= 1"),
+        (lambda: san.simulate(torch.zeros(4, 7), san.SANConfig(d=8, n_layers=1)), r"X0 must be a tensor of shape \(\.\.\., n, d=8\)"),
+        (lambda: san.simulate(torch.zeros(4, 8, dtype=torch.long), san.SANConfig(d=8, n_layers=1)), "X0 must be a floating-point tensor"),
+        (lambda: san.simulate(torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), mask=masks.make("causal", 5)), "mask must be"),
+        (lambda: san.simulate(torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), seed=-1), "seed must be an int >= 0"),
+        (lambda: san.simulate(torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), seed=[1, 2]), "X0 needs a leading seed dim"),
+        (lambda: san.simulate(torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), d_qk=-2), "d_qk must be a number > 0"),
+        (lambda: san.simulate(torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), metrics=["rank"]), "metric must be one of"),
+        (lambda: san.init_layer(san.SANConfig(d=8, n_layers=1), -1), "layer must be an int >= 0"),
+    ],
+)
+def test_bad_inputs(call, match):
+    with pytest.raises(ParameterError, match=match):
+        call()
