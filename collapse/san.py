@@ -194,7 +194,7 @@ def self_attention(X, w: LayerWeights, config: SANConfig, mask=None, d_qk=None):
     b = None if w.b_Q is None else torch.cat([w.b_Q, w.b_K, w.b_V], dim=-1)
     q, k, v = (t.unflatten(-1, (n_heads, head_dim)).transpose(-3, -2) for t in _affine(X, W, b).split(d, dim=-1))
     scale = math.sqrt(head_dim) if d_qk is None else d_qk.sqrt() if isinstance(d_qk, torch.Tensor) else math.sqrt(d_qk)
-    scores = q @ k.transpose(-1, -2) / scale
+    scores = (q / scale) @ k.transpose(-1, -2)  # scaling q is cheaper than scaling the n x n scores
     A = masked_softmax(scores, None if mask is None else mask.unsqueeze(-3))
     if config.remove_outlier:
         A = remove_outlier(A)
