@@ -14,6 +14,7 @@ from .checks import ParameterError, check_float, check_matrix
 from .masks import check_mask
 
 __all__ = [
+    "temperature_scale",
     "scores",
     "masked_softmax",
     "attention_matrix",
@@ -24,19 +25,21 @@ __all__ = [
 ]
 
 
-def _as_temperature(d_qk, like: torch.Tensor, extra_dims: int) -> torch.Tensor | float:
-    """d_qk as a float or as a tensor broadcast over batch dims, with `extra_dims` trailing 1s."""
+def temperature_scale(d_qk, like: torch.Tensor, extra_dims: int):
+    """sqrt(d_qk) as a float, or as a tensor over batch dims with `extra_dims` trailing 1s.
+
+    Validates d_qk (> 0 everywhere); `like` gives the tensor's dtype and device.
+    """
     if isinstance(d_qk, torch.Tensor):
         if bool((d_qk <= 0).any()):
             raise ParameterError("d_qk must be > 0 everywhere")
-        return d_qk.to(like).reshape(d_qk.shape + (1,) * extra_dims)
-    return check_float("d_qk", d_qk, positive=True)
+        return d_qk.to(like).reshape(d_qk.shape + (1,) * extra_dims).sqrt()
+    return math.sqrt(check_float("d_qk", d_qk, positive=True))
 
 
 def scores(Q: torch.Tensor, K: torch.Tensor, d_qk=None) -> torch.Tensor:
-    """Q K^T / sqrt(d_qk); d_qk (default: the key width) acts as a temperature."""
-    d_qk = Q.shape[-1] if d_qk is None else _as_temperature(d_qk, Q, 2)
-    scale = torch.sqrt(d_qk) if isinstance(d_qk, torch.Tensor) else math.sqrt(d_qk)
+    """Q K^T / sqrt(d_qk); d_qk (default: the key width; a float or a tensor over batch dims) is a temperature."""
+    scale = math.sqrt(Q.shape[-1]) if d_qk is None else temperature_scale(d_qk, Q, 2)
     return Q @ K.transpose(-1, -2) / scale
 
 

@@ -26,7 +26,7 @@ import torch
 from tqdm.auto import tqdm
 
 from . import metrics as _metrics
-from .attention import LAYERNORMS, masked_softmax, remove_outlier
+from .attention import LAYERNORMS, masked_softmax, remove_outlier, temperature_scale
 from .checks import ParameterError, check_choice, check_float, check_int
 from .masks import check_mask
 from .theory import epsilon
@@ -184,16 +184,17 @@ def _affine(X, W, b):
     return X @ W + b
 
 
-def self_attention(X, w: LayerWeights, config: SANConfig, mask=None, d_qk=None):
+def self_attention(X, w: LayerWeights, config: SANConfig, mask=None, scale=None):
     """Multi-head masked attention; returns (output (..., n, d), attention (..., heads, n, n)).
 
-    d_qk: None (the head width), a float, or a tensor broadcastable to (..., heads, n, n).
+    scale: sqrt(d_qk), None for the head width; a float, or a tensor broadcastable to
+    (..., heads, n, n) (see attention.temperature_scale).
     """
     d, n_heads, head_dim = config.d, config.n_heads, config.head_dim
     W = torch.cat([w.W_Q, w.W_K, w.W_V], dim=-1)
     b = None if w.b_Q is None else torch.cat([w.b_Q, w.b_K, w.b_V], dim=-1)
     q, k, v = (t.unflatten(-1, (n_heads, head_dim)).transpose(-3, -2) for t in _affine(X, W, b).split(d, dim=-1))
-    scale = math.sqrt(head_dim) if d_qk is None else d_qk.sqrt() if isinstance(d_qk, torch.Tensor) else math.sqrt(d_qk)
+    scale = math.sqrt(head_dim) if scale is None else scale
     scores = (q / scale) @ k.transpose(-1, -2)  # scaling q is cheaper than scaling the n x n scores
     A = masked_softmax(scores, None if mask is None else mask.unsqueeze(-3))
     if config.remove_outlier:
@@ -210,9 +211,9 @@ def _layernorm(X, config: SANConfig, weight, bias):
     return LAYERNORMS["centered"](X, config.ln_eps, weight, bias)
 
 
-def apply_layer(X, w: LayerWeights, config: SANConfig, mask=None, d_qk=None):
-    """One layer of the configured variant; returns (X', attention matrices). d_qk as in self_attention."""
-    y, A = self_attention(X, w, config, mask, d_qk)
+def apply_layer(X, w: LayerWeights, config: SANConfig, mask=None, scale=None):
+    """One layer of the configured variant; returns (X', attention matrices). scale as in self_attention."""
+    y, A = self_attention(X, w, config, mask, scale)
     variant = config.variant
     if variant == "attention":
         return y, A
@@ -258,15 +259,10 @@ def _check_inputs(X0, config: SANConfig, mask, d_qk, seed):
         if mask.shape[-1] != X0.shape[-2]:
             raise ParameterError(f"mask must be ({X0.shape[-2]}, {X0.shape[-2]}) to match X0's tokens, got {tuple(mask.shape)}")
         mask = mask.to(X0.device)
-    if isinstance(d_qk, torch.Tensor):
-        if bool((d_qk <= 0).any()):
-            raise ParameterError("d_qk must be > 0 everywhere")
-        d_qk = d_qk.to(X0).reshape(d_qk.shape + (1, 1, 1))
-    elif d_qk is not None:
-        d_qk = check_float("d_qk", d_qk, positive=True)
+    scale = None if d_qk is None else temperature_scale(d_qk, X0, 3)
     if isinstance(seed, Sequence) and X0.ndim < 3:
         raise ParameterError("X0 needs a leading seed dim when seed is a sequence (shape (seeds, ..., n, d))")
-    return mask, d_qk
+    return mask, scale
 
 
 @torch.inference_mode()
@@ -292,7 +288,7 @@ def simulate(
     smallest attention weight on any edge of each layer (NaN at t = 0).
     """
     names = _metrics.check_metric_names(metrics)
-    mask, d_qk = _check_inputs(X0, config, mask, d_qk, seed)
+    mask, scale = _check_inputs(X0, config, mask, d_qk, seed)
     if weights is None:
         weights = init_layers(config, seed, dtype=X0.dtype, device=X0.device)
     per_seed = isinstance(seed, Sequence)
@@ -301,7 +297,7 @@ def simulate(
     X = X0
     for w in tqdm(weights, total=config.n_layers, desc="layers", disable=not progress, leave=False):
         w = w.to(dtype=X0.dtype, device=X0.device)
-        X, A = apply_layer(X, _align_to_batch(w, X0.ndim) if per_seed else w, config, mask, d_qk)
+        X, A = apply_layer(X, _align_to_batch(w, X0.ndim) if per_seed else w, config, mask, scale)
         for name, value in _metrics.evaluate(X, names).items():
             history[name].append(value.cpu())
         if record_epsilon:

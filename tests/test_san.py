@@ -29,7 +29,7 @@ def test_single_head_toy_layer_is_A_X_WV(gen):
     X = torch.randn(5, 6, generator=gen, dtype=torch.float64)
     mask = masks.make("causal", 5)
     A = attention.attention_matrix(X, w.W_Q, w.W_K, mask, d_qk=2.0)
-    out, A_layer = san.apply_layer(X, w, config, mask, d_qk=2.0)
+    out, A_layer = san.apply_layer(X, w, config, mask, scale=2.0**0.5)
     torch.testing.assert_close(out, A @ X @ w.W_V)
     torch.testing.assert_close(A_layer[..., 0, :, :], A)
 
