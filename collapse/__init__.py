@@ -10,11 +10,15 @@ LayerNorm) and Nait Saada, Naderi & Tanner (ICML 2025, "Mind the Gap"):
     markov          random Markov attention and the quarter-circle law
     counterexample  the LayerNorm counterexample and Theorem 3's equilibria
     theory          the Theorem 1 / Theorem 2 / Corollary 1 bounds
+    fit             fitted collapse rates (slopes of log mu)
+    sweep           grids of configurations -> tidy DataFrames
+    report          verdicts, expectations and the scoreboard
+    plotting        the book's figure style
 """
 
-from . import attention, counterexample, markov, masks, metrics, san, theory
+from . import attention, counterexample, fit, markov, masks, metrics, report, san, sweep, theory
 from .checks import ParameterError
 
 __version__ = "0.1.0"
 
-__all__ = ["attention", "counterexample", "markov", "masks", "metrics", "san", "theory", "ParameterError", "__version__"]
+__all__ = ["attention", "counterexample", "fit", "markov", "masks", "metrics", "report", "san", "sweep", "theory", "ParameterError", "__version__"]
