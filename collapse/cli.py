@@ -1,0 +1,120 @@
+"""The `collapse` command: list, run, verdicts, book.
+
+Exit status: 0 success; 1 a notebook raised, a verdict outcome differs from
+notebooks/expectations.yml, or the book build failed; 2 bad input (one line naming
+the parameter and what is allowed; nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from . import report, runner
+from .checks import ParameterError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="collapse", description="Execute, verify and publish the rank-collapse companion.")
+    parser.add_argument("--root", type=Path, help="the checkout to work in (default: found from the current folder)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", help="notebooks, their claims and parameters")
+    run = commands.add_parser("run", help="execute notebooks with papermill into book/executed/")
+    run.add_argument("names", nargs="*", metavar="NAME", help="notebook name, number or name without number (default: all)")
+    run.add_argument("--profile", default="book", help="fast, book or paper (default: book)")
+    run.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="override a parameter (YAML value)")
+    run.add_argument("--force", action="store_true", help="execute even when the cached result is current")
+    run.add_argument("--timeout", type=int, default=None, help="seconds allowed per cell (default: no limit)")
+    verdicts = commands.add_parser("verdicts", help="every verdict of the executed notebooks")
+    verdicts.add_argument("--json", action="store_true", help="print a JSON list of verdict records")
+    book = commands.add_parser("book", help="run what is stale, then a clean jupyter-book build")
+    book.add_argument("--profile", default="book", help="fast, book or paper (default: book)")
+    return parser
+
+
+def _list(project: runner.Project) -> int:
+    for nb in project.notebooks().values():
+        print(f"{nb.name}  {nb.claim}  [{nb.paper_ref}]")
+        for name, value in nb.defaults.items():
+            spec = nb.ranges.get(name)
+            print(f"    {name} = {value!r}" + (f"  {spec}" if spec else ""))
+    return 0
+
+
+def _run_all(project: runner.Project, names, profile: str, sets, *, force=False, timeout=None) -> list[runner.RunResult]:
+    planned = runner.plan(project, names, profile, runner.parse_sets(sets))
+    results = []
+    bar = tqdm(planned, desc=f"notebooks [{profile}]", unit="nb", file=sys.stderr)
+    for notebook, params in bar:
+        bar.set_postfix_str(notebook.name)
+        result = runner.execute(project, notebook, params, profile, force=force, timeout=timeout)
+        ok = sum(r["passed"] for r in result.records)
+        bar.write(f"{result.name}: {result.status} in {result.seconds:.1f} s; verdicts {ok}/{len(result.records)} reproduced")
+        results.append(result)
+    return results
+
+
+def _verdicts(project: runner.Project, as_json: bool) -> int:
+    records = runner.collect_records(project)
+    problems = report.check_expectations(records, project.expectations())
+    if as_json:
+        keys = ("notebook", "key", "claim", "paper_ref", "measured", "expected", "passed", "profile")
+        print(json.dumps([{k: r[k] for k in keys} for r in records], indent=1))
+    else:
+        for r in records:
+            print(f"{report.outcome(r['passed']):15} {r['notebook']:24} {r['key']:32} [{r['profile']}]  {r['measured']}  (expected {r['expected']})")
+        print(f"{len(records)} verdicts, {sum(r['passed'] for r in records)} reproduced")
+    for line in problems:
+        print(f"differs from expectations.yml: {line}", file=sys.stderr)
+    if not records:
+        print("no executed notebooks: run `collapse run` or `collapse book` first", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def _book(project: runner.Project, profile: str) -> int:
+    _run_all(project, [], profile, [])
+    records = runner.collect_records(project)
+    page = project.executed_dir / "scoreboard.md"
+    page.write_text(report.scoreboard_markdown(records, project.expectations()))
+    jupyter_book = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
+    if jupyter_book is None:
+        raise ParameterError("jupyter-book is not installed: pip install 'collapse[book]' (or run `make book`)")
+    shutil.rmtree(project.root / "_build", ignore_errors=True)  # a clean build: incremental ones hide warnings
+    command = [jupyter_book, "build", str(project.root), "-W", "-n", "--keep-going"]
+    status = subprocess.run(command).returncode
+    if status == 0:
+        print(f"book: {project.root / '_build' / 'html' / 'index.html'}")
+    return 1 if status else 0
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        project = runner.Project.find(args.root)
+        if args.command == "list":
+            return _list(project)
+        if args.command == "run":
+            results = _run_all(project, args.names, args.profile, args.sets, force=args.force, timeout=args.timeout)
+            return 0 if results else 1
+        if args.command == "verdicts":
+            return _verdicts(project, args.json)
+        return _book(project, args.profile)
+    except ParameterError as err:
+        print(f"collapse: error: {err}", file=sys.stderr)
+        return 2
+    except runner.NotebookFailed as err:
+        print(f"collapse: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("collapse: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,327 @@
+"""Execute the MyST notebooks with papermill: profiles, parameter checks, content-hash cache.
+
+Data flow (DESIGN.md): notebooks/NN-name.md --(jupytext + papermill, profile parameters)-->
+book/executed/NN-name.ipynb and NN-name.verdicts.json. Every parameter is checked
+against the notebook's `parameters` cell (name, type) and the ranges in its header
+before anything runs, and a notebook is re-executed only when the hash of its source,
+resolved parameters, every file of collapse/ and the torch/numpy versions changes.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+
+from . import report
+from .checks import ParameterError
+
+__all__ = ["Notebook", "Project", "RunResult", "NotebookFailed", "PROFILES", "parse_assignments", "parse_sets", "plan", "execute"]
+
+PROFILES = ("fast", "book", "paper")
+LIBRARY = Path(__file__).resolve().parent
+_RANGE_KEYS = {"min", "max", "exclusive_min", "choices", "min_items"}
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class NotebookFailed(RuntimeError):
+    """A notebook raised: names the notebook, the cell and the error."""
+
+
+@dataclass
+class Notebook:
+    """A notebook's source and what the runner needs from it."""
+
+    name: str
+    path: Path
+    claim: str
+    paper_ref: str
+    defaults: dict
+    ranges: dict
+
+    @classmethod
+    def load(cls, path: Path) -> Notebook:
+        import jupytext
+
+        nb = jupytext.read(path)
+        meta = nb.metadata.get("collapse", {})
+        cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        if len(cells) != 1:
+            raise ParameterError(f"{path.name}: needs exactly one cell tagged 'parameters', found {len(cells)}")
+        ranges = meta.get("ranges", {}) or {}
+        defaults = parse_assignments(cells[0].source, path.name)
+        for name, spec in ranges.items():
+            if name not in defaults or not isinstance(spec, dict) or set(spec) - _RANGE_KEYS:
+                raise ParameterError(f"{path.name}: range for {name!r} must name a parameter and use only {sorted(_RANGE_KEYS)}")
+        return cls(path.stem, path, meta.get("claim", ""), meta.get("paper_ref", ""), defaults, ranges)
+
+    def source(self):
+        import jupytext
+
+        return jupytext.read(self.path)
+
+
+def parse_assignments(source: str, where: str = "parameters cell") -> dict:
+    """`name = literal` lines of a parameters cell, as a dict (anything else is an error)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as err:
+        raise ParameterError(f"{where}: the parameters cell is not valid Python ({err.msg})") from None
+    values = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            raise ParameterError(f"{where}: the parameters cell may hold only `name = literal` lines (line {node.lineno})")
+        try:
+            values[node.targets[0].id] = ast.literal_eval(node.value)
+        except ValueError:
+            raise ParameterError(f"{where}: parameter {node.targets[0].id!r} must be a literal value") from None
+    return values
+
+
+def _type_name(value) -> str:
+    return {bool: "a bool", int: "an int", float: "a number", str: "a string", list: "a list"}.get(type(value), type(value).__name__)
+
+
+def _check_type(name: str, value, default):
+    """value coerced to the default's type (an int is a valid float), or a one-line error."""
+    if isinstance(default, (bool, str)):
+        ok = type(value) is type(default)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif isinstance(default, list):
+        if not isinstance(value, list):
+            raise ParameterError(f"parameter {name} must be {_type_name(default)}, got {value!r}")
+        if default:
+            return [_check_type(f"{name}[{i}]", v, default[0]) for i, v in enumerate(value)]
+        return value
+    else:
+        ok = True
+    if not ok:
+        raise ParameterError(f"parameter {name} must be {_type_name(default)}, got {value!r}")
+    return value
+
+
+def _check_range(name: str, value, spec: dict):
+    items = value if isinstance(value, list) else [value]
+    if isinstance(value, list) and len(value) < spec.get("min_items", 0):
+        raise ParameterError(f"parameter {name} must have at least {spec['min_items']} items, got {len(value)}")
+    for item in items:
+        if "choices" in spec and item not in spec["choices"]:
+            raise ParameterError(f"parameter {name} must be one of {', '.join(map(str, spec['choices']))}; got {item!r}")
+        low, strict = spec.get("min"), spec.get("exclusive_min", False)
+        if low is not None and (item < low or (strict and item == low)):
+            raise ParameterError(f"parameter {name} must be {'>' if strict else '>='} {low}, got {item!r}")
+        if spec.get("max") is not None and item > spec["max"]:
+            raise ParameterError(f"parameter {name} must be <= {spec['max']}, got {item!r}")
+
+
+def parse_sets(items) -> dict:
+    """`--set key=value` strings -> {key: value}, values read as YAML (3, 0.5, true, [a, b])."""
+    overrides = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ParameterError(f"--set takes key=value, got {item!r}")
+        try:
+            overrides[key.strip()] = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError:
+            raise ParameterError(f"--set {key.strip()}: cannot read value {text!r}") from None
+    return overrides
+
+
+@dataclass
+class RunResult:
+    """What happened to one notebook: executed or reused, where, how long, its verdicts."""
+
+    name: str
+    status: str
+    seconds: float
+    output: Path
+    records: list = field(default_factory=list)
+
+
+@dataclass
+class Project:
+    """A checkout: notebooks/ (sources, profiles.yml, expectations.yml) and book/executed/."""
+
+    root: Path
+
+    @classmethod
+    def find(cls, start: Path | None = None) -> Project:
+        """The nearest folder at or above `start` (default: cwd) with notebooks/profiles.yml."""
+        here = Path(start or Path.cwd()).resolve()
+        for folder in (here, *here.parents, LIBRARY.parent):
+            if (folder / "notebooks" / "profiles.yml").is_file():
+                return cls(folder)
+        raise ParameterError(f"no project found: run from a checkout (a folder with notebooks/profiles.yml), not {here}")
+
+    @property
+    def notebooks_dir(self) -> Path:
+        return self.root / "notebooks"
+
+    @property
+    def executed_dir(self) -> Path:
+        return self.root / "book" / "executed"
+
+    def notebooks(self) -> dict[str, Notebook]:
+        return {p.stem: Notebook.load(p) for p in sorted(self.notebooks_dir.glob("[0-9][0-9]-*.md"))}
+
+    def select(self, names) -> list[Notebook]:
+        """Notebooks by full name, number ('01') or name without number; all when names is empty."""
+        available = self.notebooks()
+        if not names:
+            return list(available.values())
+        chosen = []
+        for name in names:
+            matches = [nb for stem, nb in available.items() if name in (stem, stem[:2], stem[3:])]
+            if len(matches) != 1:
+                raise ParameterError(f"notebook must be one of {', '.join(available) or '(none found)'}; got {name!r}")
+            chosen.append(matches[0])
+        return chosen
+
+    def _yaml(self, filename: str) -> dict:
+        path = self.notebooks_dir / filename
+        if not path.is_file():
+            return {}
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f" (line {mark.line + 1})" if mark else ""
+            raise ParameterError(f"notebooks/{filename} is not valid YAML{where}") from None
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            raise ParameterError(f"notebooks/{filename} must be a mapping, got {type(data).__name__}")
+        return data
+
+    def profiles(self) -> dict:
+        """notebooks/profiles.yml: {profile: {notebook: {parameter: value}}}, checked for shape."""
+        data = self._yaml("profiles.yml")
+        for profile, per_notebook in data.items():
+            if profile not in PROFILES:
+                raise ParameterError(f"notebooks/profiles.yml: profile must be one of {', '.join(PROFILES)}; got {profile!r}")
+            if per_notebook is None:
+                continue
+            if not isinstance(per_notebook, dict) or not all(isinstance(v, dict) or v is None for v in per_notebook.values()):
+                raise ParameterError(f"notebooks/profiles.yml: profile {profile!r} must map notebook names to {{parameter: value}}")
+        return data
+
+    def expectations(self) -> dict:
+        return self._yaml("expectations.yml")
+
+    def resolve(self, notebook: Notebook, profile: str, overrides: dict) -> dict:
+        """Defaults, then the profile's values, then --set; every value checked."""
+        if profile not in PROFILES:
+            raise ParameterError(f"profile must be one of {', '.join(PROFILES)}; got {profile!r}")
+        from_profile = (self.profiles().get(profile) or {}).get(notebook.name) or {}
+        params = dict(notebook.defaults)
+        for name, value in from_profile.items():
+            if name not in notebook.defaults:
+                allowed = ", ".join(notebook.defaults)
+                raise ParameterError(f"notebooks/profiles.yml [{profile}]: {name!r} is not a parameter of {notebook.name} (allowed: {allowed})")
+            params[name] = value
+        params.update({name: value for name, value in overrides.items() if name in notebook.defaults})
+        for name, value in params.items():
+            value = _check_type(name, value, notebook.defaults[name])
+            _check_range(name, value, notebook.ranges.get(name, {}))
+            params[name] = value
+        return params
+
+
+def content_hash(notebook: Notebook, params: dict, profile: str) -> str:
+    """Hash of everything an executed notebook depends on (DESIGN.md, Data flow)."""
+    h = hashlib.sha256()
+    h.update(notebook.path.read_bytes())
+    h.update(json.dumps({"params": params, "profile": profile}, sort_keys=True).encode())
+    for path in sorted(LIBRARY.rglob("*.py")):
+        h.update(str(path.relative_to(LIBRARY)).encode())
+        h.update(path.read_bytes())
+    h.update(f"torch {torch.__version__} numpy {np.__version__}".encode())
+    return h.hexdigest()
+
+
+def _cached(output: Path, digest: str) -> bool:
+    if not output.is_file() or not output.with_suffix(".verdicts.json").is_file():
+        return False
+    try:
+        meta = json.loads(output.read_text()).get("metadata", {}).get("collapse", {})
+    except (OSError, json.JSONDecodeError):
+        return False
+    return meta.get("hash") == digest
+
+
+def _failure(name: str, err) -> NotebookFailed:
+    """The failing cell (its first source line and execution count) and the error, without colour codes."""
+    source = (getattr(err, "source", "") or "").strip().splitlines()
+    first_line = source[0] if source else "?"
+    trace = _ANSI.sub("", "\n".join(getattr(err, "traceback", [])[-4:]))
+    return NotebookFailed(f"notebook {name} failed in cell In[{err.exec_count}] `{first_line}`: {err.ename}: {err.evalue}\n{trace}".rstrip())
+
+
+def execute(project: Project, notebook: Notebook, params: dict, profile: str, *, force: bool = False, timeout: int | None = None) -> RunResult:
+    """Execute one notebook (or reuse its cached result); outputs are written atomically."""
+    import nbformat
+    import papermill
+
+    output = project.executed_dir / f"{notebook.name}.ipynb"
+    digest = content_hash(notebook, params, profile)
+    if not force and _cached(output, digest):
+        records = json.loads(output.with_suffix(".verdicts.json").read_text())
+        return RunResult(notebook.name, "cached", 0.0, output, records)
+    project.executed_dir.mkdir(parents=True, exist_ok=True)
+    partial = output.with_name(f".{notebook.name}.partial.ipynb")
+    os.environ.setdefault("JUPYTER_PREFER_ENV_PATH", "1")  # this environment's kernel, not a user-wide one
+    start = time.perf_counter()
+    try:
+        executed = papermill.execute_notebook(
+            notebook.source(),
+            str(partial),
+            parameters=params,
+            kernel_name="python3",
+            progress_bar=False,
+            cwd=str(project.notebooks_dir),
+            execution_timeout=timeout,
+        )
+    except papermill.PapermillExecutionError as err:
+        raise _failure(notebook.name, err) from None
+    finally:
+        seconds = time.perf_counter() - start
+        partial.unlink(missing_ok=True)
+    records = [{**r, "notebook": notebook.name, "profile": profile} for r in report.records_from_notebook(executed)]
+    executed.metadata["collapse"] = {"hash": digest, "profile": profile, "parameters": params, "seconds": round(seconds, 2)}
+    nbformat.write(executed, str(partial))
+    report.write_json(output.with_suffix(".verdicts.json"), records)
+    partial.replace(output)
+    return RunResult(notebook.name, "executed", seconds, output, records)
+
+
+def plan(project: Project, names, profile: str, overrides: dict) -> list[tuple[Notebook, dict]]:
+    """Select notebooks and resolve every parameter before anything runs (errors: ParameterError)."""
+    notebooks = project.select(names)
+    unknown = [key for key in overrides if not any(key in nb.defaults for nb in notebooks)]
+    if unknown:
+        allowed = sorted({p for nb in notebooks for p in nb.defaults})
+        names_run = ", ".join(nb.name for nb in notebooks)
+        raise ParameterError(f"--set {unknown[0]}: not a parameter of {names_run} (allowed: {', '.join(allowed)})")
+    return [(nb, project.resolve(nb, profile, overrides)) for nb in notebooks]
+
+
+def collect_records(project: Project) -> list[dict]:
+    """Every verdict record of the executed notebooks, in notebook order."""
+    records = []
+    for path in sorted(project.executed_dir.glob("*.verdicts.json")):
+        records.extend(json.loads(path.read_text()))
+    return records

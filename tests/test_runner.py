@@ -1,0 +1,220 @@
+"""The runner and the `collapse` command on a small project of toy notebooks."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from collapse import runner
+from collapse.checks import ParameterError
+
+HEADER = """\
+---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+collapse:
+  claim: "{claim}"
+  paper_ref: "Toy 2026"
+  ranges:
+{ranges}
+---
+"""
+
+TOY = HEADER.format(
+    claim="A sum exceeds a threshold",
+    ranges="    n_layers: {min: 1, max: 1000}\n    scale: {min: 0.0, exclusive_min: true}\n    masks: {choices: [causal, complete], min_items: 1}",
+) + textwrap.dedent(
+    """
+    # Toy
+
+    ```{code-cell} ipython3
+    :tags: [parameters]
+    n_layers = 4
+    scale = 1.5
+    masks = ["causal"]
+    label = "toy"
+    ```
+
+    ```{code-cell} ipython3
+    from collapse import report
+    total = n_layers * scale
+    report.verdict("sum-exceeds", "the sum exceeds 5", "Toy 2026, Eq. 1", f"{total:.2f}", "> 5", total > 5)
+    ```
+    """
+)
+
+RAISES = HEADER.format(claim="Raises on purpose", ranges="    n: {min: 0}") + textwrap.dedent(
+    """
+    # Raises
+
+    ```{code-cell} ipython3
+    :tags: [parameters]
+    n = 1
+    ```
+
+    ```{code-cell} ipython3
+    raise ValueError(f"broken on purpose with n={n}")
+    ```
+    """
+)
+
+
+@pytest.fixture
+def project(tmp_path):
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    (notebooks / "01-toy.md").write_text(TOY)
+    (notebooks / "02-raises.md").write_text(RAISES)
+    (notebooks / "profiles.yml").write_text("fast:\n  01-toy: {n_layers: 2}\nbook: {}\npaper:\n  01-toy: {n_layers: 100}\n")
+    (notebooks / "expectations.yml").write_text("01-toy:\n  sum-exceeds: {fast: not-reproduced, book: reproduced}\n")
+    return runner.Project(tmp_path)
+
+
+def cli(project, *args):
+    command = [sys.executable, "-m", "collapse", "--root", str(project.root), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def test_resolve_applies_profile_then_set(project):
+    toy = project.select(["01"])[0]
+    assert project.resolve(toy, "book", {}) == {"n_layers": 4, "scale": 1.5, "masks": ["causal"], "label": "toy"}
+    assert project.resolve(toy, "fast", {})["n_layers"] == 2
+    resolved = project.resolve(toy, "fast", {"n_layers": 7, "scale": 2, "masks": ["complete", "causal"]})
+    assert resolved["n_layers"] == 7 and resolved["scale"] == 2.0 and isinstance(resolved["scale"], float)
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        ({"n_layers": -3}, "parameter n_layers must be >= 1, got -3"),
+        ({"n_layers": 2.5}, "parameter n_layers must be an int, got 2.5"),
+        ({"n_layers": True}, "parameter n_layers must be an int, got True"),
+        ({"scale": 0}, "parameter scale must be > 0.0, got 0"),
+        ({"masks": ["causal", "bidirectional"]}, "parameter masks must be one of causal, complete; got 'bidirectional'"),
+        ({"masks": []}, "parameter masks must have at least 1 items"),
+        ({"masks": "causal"}, "parameter masks must be a list"),
+        ({"label": 3}, "parameter label must be a string, got 3"),
+    ],
+)
+def test_bad_parameters(project, overrides, match):
+    with pytest.raises(ParameterError, match=match):
+        runner.plan(project, ["01-toy"], "book", overrides)
+
+
+def test_unknown_names(project):
+    with pytest.raises(ParameterError, match="notebook must be one of 01-toy, 02-raises; got 'nope'"):
+        project.select(["nope"])
+    with pytest.raises(ParameterError, match="--set depth: not a parameter of 01-toy"):
+        runner.plan(project, ["toy"], "book", {"depth": 3})
+    with pytest.raises(ParameterError, match="profile must be one of fast, book, paper; got 'huge'"):
+        runner.plan(project, ["toy"], "huge", {})
+
+
+def test_run_caches_until_something_changes(project):
+    (toy, params), = runner.plan(project, ["toy"], "book", {})
+    first = runner.execute(project, toy, params, "book")
+    assert first.status == "executed" and first.output.is_file()
+    assert first.records[0] | {"measured": "x"} == {
+        "key": "sum-exceeds", "claim": "the sum exceeds 5", "paper_ref": "Toy 2026, Eq. 1", "measured": "x",
+        "expected": "> 5", "passed": True, "notebook": "01-toy", "profile": "book",
+    }  # fmt: skip
+    assert runner.execute(project, toy, params, "book").status == "cached"
+    (_, fast_params), = runner.plan(project, ["toy"], "fast", {})
+    second = runner.execute(project, toy, fast_params, "fast")
+    assert second.status == "executed" and second.records[0]["passed"] is False
+    executed = json.loads(second.output.read_text())
+    assert executed["metadata"]["collapse"]["parameters"]["n_layers"] == 2
+    assert not list(project.executed_dir.glob(".*partial"))
+
+
+def test_a_raising_notebook_names_cell_and_error(project):
+    (nb, params), = runner.plan(project, ["02"], "book", {})
+    with pytest.raises(runner.NotebookFailed, match=r"notebook 02-raises failed in cell In\[\d\] `raise ValueError\(.*`: ValueError: broken on purpose with n=1"):
+        runner.execute(project, nb, params, "book")
+    assert not (project.executed_dir / "02-raises.ipynb").exists()
+    assert not list(project.executed_dir.glob(".*"))
+
+
+def test_cli_run_verdicts_and_expectations(project):
+    result = cli(project, "run", "toy", "--profile", "fast")
+    assert result.returncode == 0, result.stderr
+    assert "01-toy: executed in" in result.stdout and "verdicts 0/1 reproduced" in result.stdout
+    verdicts = cli(project, "verdicts", "--json")
+    assert verdicts.returncode == 0, verdicts.stderr
+    (record,) = json.loads(verdicts.stdout)
+    assert set(record) >= {"notebook", "claim", "paper_ref", "measured", "expected", "passed", "profile"}
+    assert record["profile"] == "fast" and record["passed"] is False
+    # The book profile reproduces; expectations say so, so the table is clean ...
+    assert cli(project, "run", "toy").returncode == 0
+    assert cli(project, "verdicts").returncode == 0
+    # ... until the outcome changes under a parameter set where the claim cannot hold.
+    assert cli(project, "run", "toy", "--set", "scale=0.5").returncode == 0
+    changed = cli(project, "verdicts")
+    assert changed.returncode == 1
+    assert "differs from expectations.yml: 01-toy sum-exceeds [book]: not-reproduced, expected reproduced" in changed.stderr
+
+
+def test_cli_raising_notebook_exits_1_with_the_error(project):
+    result = cli(project, "run", "02-raises")
+    assert result.returncode == 1
+    assert "ValueError: broken on purpose with n=1" in result.stderr and "failed in cell In[" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "nope"], "notebook must be one of 01-toy, 02-raises; got 'nope'"),
+        (["run", "toy", "--set", "depth=3"], "--set depth: not a parameter of 01-toy (allowed: label, masks, n_layers, scale)"),
+        (["run", "toy", "--set", "n_layers=-3"], "parameter n_layers must be >= 1, got -3"),
+        (["run", "toy", "--set", "n_layers=many"], "parameter n_layers must be an int, got 'many'"),
+        (["run", "toy", "--set", "n_layers"], "--set takes key=value, got 'n_layers'"),
+        (["run", "toy", "--profile", "huge"], "profile must be one of fast, book, paper; got 'huge'"),
+    ],
+)
+def test_cli_bad_input_exits_2_with_one_line_and_writes_nothing(project, args, message):
+    result = cli(project, *args)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"collapse: error: {message}"
+    assert not project.executed_dir.exists()
+
+
+@pytest.mark.parametrize(
+    "profiles, message",
+    [
+        ("fast: [1, 2\n", "notebooks/profiles.yml is not valid YAML (line 2)"),
+        ("- fast\n", "notebooks/profiles.yml must be a mapping, got list"),
+        ("quick: {}\n", "notebooks/profiles.yml: profile must be one of fast, book, paper; got 'quick'"),
+        ("fast: [01-toy]\n", "notebooks/profiles.yml: profile 'fast' must map notebook names to {parameter: value}"),
+        ("fast:\n  01-toy: {depth: 2}\n", "notebooks/profiles.yml [fast]: 'depth' is not a parameter of 01-toy"),
+        ("fast:\n  01-toy: {n_layers: zero}\n", "parameter n_layers must be an int, got 'zero'"),
+    ],
+)
+def test_cli_malformed_profiles_exit_2(project, profiles, message):
+    (project.notebooks_dir / "profiles.yml").write_text(profiles)
+    result = cli(project, "run", "toy", "--profile", "fast")
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith(f"collapse: error: {message}")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_cli_list_shows_claims_and_parameters(project):
+    result = cli(project, "list")
+    assert result.returncode == 0
+    assert "01-toy  A sum exceeds a threshold  [Toy 2026]" in result.stdout
+    assert "n_layers = 4" in result.stdout
+
+
+def test_parse_assignments_rejects_code():
+    assert runner.parse_assignments("a = 1\nb = [1, 'x']\nc = -2.5") == {"a": 1, "b": [1, "x"], "c": -2.5}
+    with pytest.raises(ParameterError, match="only `name = literal` lines"):
+        runner.parse_assignments("import os")
+    with pytest.raises(ParameterError, match="parameter 'a' must be a literal value"):
+        runner.parse_assignments("a = f(1)")
