@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     except ParameterError as err:
         print(f"collapse: error: {err}", file=sys.stderr)
         return 2
-    except runner.NotebookFailed as err:
+    except runner.NotebookError as err:
         print(f"collapse: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -25,7 +25,7 @@ import yaml
 from . import report
 from .checks import ParameterError
 
-__all__ = ["Notebook", "Project", "RunResult", "NotebookFailed", "PROFILES", "parse_assignments", "parse_sets", "plan", "execute"]
+__all__ = ["Notebook", "Project", "RunResult", "NotebookError", "PROFILES", "parse_assignments", "parse_sets", "plan", "execute"]
 
 PROFILES = ("fast", "book", "paper")
 LIBRARY = Path(__file__).resolve().parent
@@ -33,7 +33,7 @@ _RANGE_KEYS = {"min", "max", "exclusive_min", "choices", "min_items"}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-class NotebookFailed(RuntimeError):
+class NotebookError(RuntimeError):
     """A notebook raised: names the notebook, the cell and the error."""
 
 
@@ -263,12 +263,12 @@ def _cached(output: Path, digest: str) -> bool:
     return meta.get("hash") == digest
 
 
-def _failure(name: str, err) -> NotebookFailed:
+def _failure(name: str, err) -> NotebookError:
     """The failing cell (its first source line and execution count) and the error, without colour codes."""
     source = (getattr(err, "source", "") or "").strip().splitlines()
     first_line = source[0] if source else "?"
     trace = _ANSI.sub("", "\n".join(getattr(err, "traceback", [])[-4:]))
-    return NotebookFailed(f"notebook {name} failed in cell In[{err.exec_count}] `{first_line}`: {err.ename}: {err.evalue}\n{trace}".rstrip())
+    return NotebookError(f"notebook {name} failed in cell In[{err.exec_count}] `{first_line}`: {err.ename}: {err.evalue}\n{trace}".rstrip())
 
 
 def execute(project: Project, notebook: Notebook, params: dict, profile: str, *, force: bool = False, timeout: int | None = None) -> RunResult:

@@ -137,7 +137,8 @@ def test_run_caches_until_something_changes(project):
 
 def test_a_raising_notebook_names_cell_and_error(project):
     (nb, params), = runner.plan(project, ["02"], "book", {})
-    with pytest.raises(runner.NotebookFailed, match=r"notebook 02-raises failed in cell In\[\d\] `raise ValueError\(.*`: ValueError: broken on purpose with n=1"):
+    expected = r"notebook 02-raises failed in cell In\[\d\] `raise ValueError\(.*`: ValueError: broken on purpose with n=1"
+    with pytest.raises(runner.NotebookError, match=expected):
         runner.execute(project, nb, params, "book")
     assert not (project.executed_dir / "02-raises.ipynb").exists()
     assert not list(project.executed_dir.glob(".*"))
