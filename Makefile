@@ -27,7 +27,7 @@ test: install
 	$(BIN)/python -m pytest
 
 book: install
-	$(BIN)/jupyter-book build . -W -n --keep-going --all
+	$(BIN)/collapse book --profile book
 
 bench: install
 	$(BIN)/python benchmarks/san_throughput.py

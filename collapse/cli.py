@@ -79,9 +79,9 @@ def _verdicts(project: runner.Project, as_json: bool) -> int:
 
 def _book(project: runner.Project, profile: str) -> int:
     _run_all(project, [], profile, [])
-    records = runner.collect_records(project)
-    page = project.executed_dir / "scoreboard.md"
-    page.write_text(report.scoreboard_markdown(records, project.expectations()))
+    records, expectations = runner.collect_records(project), project.expectations()
+    (project.executed_dir / "scoreboard.md").write_text(report.scoreboard_markdown(records, expectations))
+    (project.executed_dir / "summary.md").write_text(report.summary_markdown(records, expectations))
     jupyter_book = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
     if jupyter_book is None:
         raise ParameterError("jupyter-book is not installed: pip install 'collapse[book]' (or run `make book`)")

@@ -16,7 +16,7 @@ import numpy as np
 
 from .checks import ParameterError
 
-__all__ = ["verdict", "outcome", "records_from_notebook", "check_expectations", "scoreboard_markdown", "OUTCOMES"]
+__all__ = ["verdict", "outcome", "records_from_notebook", "check_expectations", "scoreboard_markdown", "summary_markdown", "OUTCOMES"]
 
 OUTCOMES = ("reproduced", "not-reproduced")
 METADATA_KEY = "collapse_verdict"
@@ -107,6 +107,24 @@ def scoreboard_markdown(records: list[dict], expectations: dict) -> str:
         link = f"[{r['notebook']}]({r['notebook']}.ipynb)"
         cells = [mark, link, f"{r['claim']} (`{r['key']}`)", r["paper_ref"], r["measured"], r["expected"], r["profile"]]
         lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def summary_markdown(records: list[dict], expectations: dict) -> str:
+    """A few lines for the intro page: how many verdicts reproduced, and which did not, with why."""
+    if not records:
+        return "No notebook has been executed yet: run `collapse book` to fill this in.\n"
+    failed = [r for r in records if not r["passed"]]
+    profiles = ", ".join(sorted({r["profile"] for r in records}))
+    lines = [
+        f"In this build (profile {profiles}), **{len(records) - len(failed)} of {len(records)} verdicts reproduced**; "
+        f"the {{doc}}`scoreboard </book/executed/scoreboard>` lists every one."
+    ]
+    if failed:
+        lines += ["", "Not reproduced:", ""]
+        for r in failed:
+            why = expectations.get(r["notebook"], {}).get(r["key"], {}).get("why", "see the notebook")
+            lines.append(f"- {r['claim']} ({r['paper_ref']}; {{doc}}`/book/executed/{r['notebook']}`): measured {r['measured']}. {why}")
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,48 @@
+"""Each notebook, executed in the fast profile (by the session's book build), within budget
+and with every verdict outcome as notebooks/expectations.yml records it."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from collapse import runner
+
+ROOT = Path(__file__).resolve().parents[1]
+
+NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]-*.md"))
+EXPECTATIONS = yaml.safe_load((ROOT / "notebooks" / "expectations.yml").read_text()) or {}
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_fast_profile_verdicts_match_expectations(fast_book, name):
+    root, result = fast_book
+    executed = root / "book" / "executed" / f"{name}.ipynb"
+    assert executed.is_file(), result.stdout[-3000:] + result.stderr[-3000:]
+    meta = json.loads(executed.read_text())["metadata"]["collapse"]
+    assert meta["profile"] == "fast"
+    assert meta["seconds"] < 30, f"{name} took {meta['seconds']} s in the fast profile (budget 30 s)"
+    records = json.loads(executed.with_suffix(".verdicts.json").read_text())
+    assert records, f"{name} recorded no verdict"
+    for record in records:
+        expected = EXPECTATIONS.get(name, {}).get(record["key"], {}).get("fast")
+        got = "reproduced" if record["passed"] else "not-reproduced"
+        assert got == expected, f"{name} {record['key']}: {got} (measured {record['measured']}), expectations.yml says {expected}"
+
+
+def test_every_expectation_names_a_notebook_and_explains_failures():
+    for name, verdicts in EXPECTATIONS.items():
+        assert name in NOTEBOOKS, f"expectations.yml names unknown notebook {name}"
+        for key, outcomes in verdicts.items():
+            assert set(outcomes) <= set(runner.PROFILES) | {"why"}, f"{name} {key}: unknown entries {set(outcomes)}"
+            if "not-reproduced" in outcomes.values():
+                assert outcomes.get("why"), f"{name} {key} is not reproduced somewhere but gives no why"
+
+
+def test_book_parameters_are_the_parameters_cell():
+    profiles = runner.Project(ROOT).profiles()
+    assert not profiles.get("book"), "the book profile lives in each notebook's parameters cell"
+    for profile in ("fast", "paper"):
+        for name in profiles.get(profile) or {}:
+            assert name in NOTEBOOKS, f"profiles.yml [{profile}] names unknown notebook {name}"
