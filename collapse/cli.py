@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from . import report, runner
 from .checks import ParameterError

@@ -11,7 +11,7 @@ import torch
 
 from .checks import check_float, check_int
 
-__all__ = ["log_slope", "loglog_slope"]
+__all__ = ["log_slope", "loglog_slope", "floor_layer", "max_rise"]
 
 
 def _weighted_slope(x: np.ndarray, y: np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -52,3 +52,39 @@ def loglog_slope(values, *, start: int = 1) -> np.ndarray:
     keep = (layers >= start) & (v > 0)
     with np.errstate(divide="ignore"):
         return _weighted_slope(np.broadcast_to(np.log(np.maximum(layers, 1)), v.shape), np.log(np.where(v > 0, v, 1.0)), keep)
+
+
+def floor_layer(mu, *, floor: float = 1e-10) -> np.ndarray:
+    """First layer t at which mu(t) / mu(0) <= floor (NaN where it never gets there).
+
+    Why: the slope alone hides *when* a mask collapses; Theorem 1's ordering by radius
+    holds at finite depth only, and the layer at which each mask reaches the float64
+    floor shows where the ordering turns over. mu: (L+1, *batch); result: batch.
+    """
+    floor = check_float("floor", floor, positive=True)
+    mu = (mu.numpy() if isinstance(mu, torch.Tensor) else np.asarray(mu, dtype=float)).astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        below = mu / mu[:1] <= floor
+    first = below.argmax(axis=0).astype(float)
+    return np.where(below.any(axis=0), first, np.nan)
+
+
+def max_rise(mu, *, floor: float = 1e-10) -> np.ndarray:
+    """Largest increase of log mu over any stretch of layers, max over t2 > t1 of log mu(t2) - log mu(t1).
+
+    Why: Theorem 1 bounds mu only up to a constant C, so mu may grow for a while before
+    it falls (a causal window spreads token 1 through the sequence); a least-squares
+    slope over a short run then reflects that transient, not the asymptotic rate.
+    Only layers with mu / mu(0) > floor count, as in `log_slope`, so that rounding
+    noise on the float64 floor is not mistaken for a rise.
+    mu: (L+1, *batch); result: batch (0 where log mu never increases).
+    """
+    floor = check_float("floor", floor, minimum=0.0)
+    mu = (mu.numpy() if isinstance(mu, torch.Tensor) else np.asarray(mu, dtype=float)).astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        above = (mu / mu[:1] > floor) & (mu > 0)
+        log_mu = np.where(above, np.log(np.where(mu > 0, mu, 1.0)), -np.inf)
+    lowest_so_far = np.minimum.accumulate(np.where(above, log_mu, np.inf), axis=0)
+    with np.errstate(invalid="ignore"):
+        rise = np.where(above, log_mu - lowest_so_far, 0.0)
+    return np.maximum(rise.max(axis=0), 0.0)

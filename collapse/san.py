@@ -23,7 +23,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from . import metrics as _metrics
 from .attention import LAYERNORMS, masked_softmax, remove_outlier, temperature_scale

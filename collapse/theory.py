@@ -9,10 +9,13 @@ all layers; `epsilon` estimates it from the attention matrices a run actually us
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
+import pandas as pd
 import torch
 
+from . import masks as _masks
 from .checks import ParameterError, check_float, check_int
 
 __all__ = [
@@ -23,6 +26,9 @@ __all__ = [
     "theorem2_bound",
     "corollary1_rate",
     "corollary1_bound",
+    "run_epsilon",
+    "mask_table",
+    "layernorm_rate",
 ]
 
 
@@ -84,3 +90,76 @@ def corollary1_rate(eps: float, r: int, n_centers: int = 1) -> float:
 def corollary1_bound(t, eps: float, r: int, n_centers: int = 1, C: float = 1.0):
     """C (1 - n eps^(2r))^(t / (2r)) at layers t."""
     return _bound(t, corollary1_rate(eps, r, n_centers), C)
+
+
+def run_epsilon(eps_history) -> np.ndarray:
+    """The theorems' epsilon for each run: the smallest edge weight over all layers t >= 1.
+
+    Why: the bounds use one epsilon for the whole trajectory, while `san.simulate(...,
+    record_epsilon=True)` records one per layer (NaN at t = 0). eps_history has shape
+    (L+1, *batch); the result has shape batch.
+    """
+    eps = eps_history.numpy() if isinstance(eps_history, torch.Tensor) else np.asarray(eps_history, dtype=float)
+    if eps.ndim < 1 or eps.shape[0] < 2:
+        raise ParameterError(f"eps_history must hold layers 0..L with L >= 1 along dim 0, got shape {eps.shape}")
+    return eps[1:].min(axis=0)
+
+
+def mask_table(named_masks: Mapping[str, torch.Tensor]) -> pd.DataFrame:
+    """Radius, diameter, number of centers and connectivity of each named mask, one row each.
+
+    Why: the hypotheses (quasi-strong or strong connectivity) and the constant r of
+    Theorems 1-2 are graph properties; notebooks show them next to the collapse curves.
+    """
+    if not named_masks:
+        raise ParameterError("named_masks must name at least one mask")
+    rows = {
+        name: {
+            "radius": _masks.radius(mask),
+            "diameter": _masks.diameter(mask),
+            "centers": len(_masks.centers(mask)),
+            "quasi_strongly_connected": _masks.is_quasi_strongly_connected(mask),
+            "strongly_connected": _masks.is_strongly_connected(mask),
+        }
+        for name, mask in named_masks.items()
+    }
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def layernorm_rate(mask: torch.Tensor, eps: float, *, d: int, nonnegative_cosines: bool, full_rank: bool = True) -> tuple[float, str]:
+    """The guaranteed slope of log mu under scale-only post-LN and orthogonal W_V, and its source.
+
+    Why: Theorem 2 and Corollary 1 have different hypotheses; this picks the one that
+    holds for this run (Theorem 2 first: strongly connected, N <= d, full-rank X0,
+    N eps < 1; else Corollary 1: a center, all initial cosines >= 0, n eps^(2r) < 1)
+    and returns (rate, "Theorem 2" | "Corollary 1"), or (nan, the hypotheses that fail).
+    eps = 0 (attention weights underflowed) satisfies the hypotheses trivially and
+    guarantees nothing: the rate is then 0.
+    """
+    eps = check_float("eps", eps, minimum=0.0)
+    if eps > 1:
+        raise ParameterError(f"eps must be in [0, 1] (an attention weight), got {eps}")
+    d = check_int("d", d, minimum=1)
+    N, r = mask.shape[-1], _masks.radius(mask)
+    failed = []
+    if not _masks.is_strongly_connected(mask):
+        failed.append("not strongly connected")
+    if d < N:
+        failed.append(f"N={N} > d={d}")
+    if not full_rank:
+        failed.append("X0 not of full rank")
+    if N * eps >= 1:
+        failed.append(f"N eps = {N * eps:.3g} >= 1")
+    if not failed:
+        return (theorem2_rate(eps, r, N) if eps > 0 else 0.0), "Theorem 2"
+    n_centers = len(_masks.centers(mask))
+    cor1_failed = []
+    if n_centers == 0:
+        cor1_failed.append("no center")
+    if not nonnegative_cosines:
+        cor1_failed.append("some initial cosine < 0")
+    if n_centers and n_centers * eps ** (2 * r) >= 1:
+        cor1_failed.append("n eps^(2r) >= 1")
+    if not cor1_failed:
+        return (corollary1_rate(eps, r, n_centers) if eps > 0 else 0.0), "Corollary 1"
+    return math.nan, "none: Thm 2 (" + ", ".join(failed) + "); Cor 1 (" + ", ".join(cor1_failed) + ")"

@@ -82,3 +82,72 @@ def test_linear_causal_averaging_collapses_at_least_as_fast_as_the_bound():
 def test_bad_inputs(call, match):
     with pytest.raises(ParameterError, match=match):
         call()
+
+
+def test_run_epsilon_is_the_minimum_over_layers_skipping_t0():
+    history = torch.tensor([[math.nan, math.nan], [0.3, 0.2], [0.1, 0.4], [0.2, 0.05]], dtype=torch.float64)
+    np.testing.assert_array_equal(theory.run_epsilon(history), [0.1, 0.05])
+    with pytest.raises(ParameterError, match="eps_history must hold layers 0..L"):
+        theory.run_epsilon(torch.tensor([math.nan]))
+
+
+def test_run_epsilon_matches_a_simulation():
+    N = 6
+    mask = masks.make("causal_sliding_window", N)
+    X0 = torch.randn(2, N, 8, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    run = san.simulate(X0, san.SANConfig(d=8, n_layers=4), mask=mask, d_qk=1.0, record_epsilon=True)
+    eps = theory.run_epsilon(run["epsilon"])
+    assert eps.shape == (2,)
+    assert np.all((eps > 0) & (eps <= 0.5))  # two allowed keys per row at most (token 0 has one, weight 1)
+    np.testing.assert_array_equal(eps, run["epsilon"][1:].amin(0).numpy())
+
+
+def test_mask_table_reads_the_graph_properties():
+    N = 8
+    table = theory.mask_table(
+        {
+            "complete": masks.make("complete", N),
+            "causal": masks.make("causal", N),
+            "sliding_window": masks.make("sliding_window", N),
+            "causal_sliding_window": masks.make("causal_sliding_window", N),
+            "dilated": masks.make("dilated_sliding_window", N, dilation=2),
+        }
+    )
+    assert table["radius"].tolist() == [1, 1, 4, 7, math.inf]
+    assert table["diameter"].tolist() == [1, math.inf, 7, math.inf, math.inf]
+    assert table["centers"].tolist() == [8, 1, 8, 1, 0]
+    assert table["strongly_connected"].tolist() == [True, False, True, False, False]
+    assert table["quasi_strongly_connected"].tolist() == [True, True, True, True, False]
+    with pytest.raises(ParameterError, match="named_masks must name at least one mask"):
+        theory.mask_table({})
+
+
+def test_layernorm_rate_picks_the_theorem_whose_hypotheses_hold():
+    N = 8
+    complete, causal = masks.make("complete", N), masks.make("causal", N)
+    rate, source = theory.layernorm_rate(complete, 0.01, d=16, nonnegative_cosines=False)
+    assert source == "Theorem 2" and rate == pytest.approx(theory.theorem2_rate(0.01, 1, N))
+    # N > d rules Theorem 2 out; non-negative cosines let Corollary 1 (with N centers) take over
+    rate, source = theory.layernorm_rate(complete, 0.01, d=4, nonnegative_cosines=True)
+    assert source == "Corollary 1" and rate == pytest.approx(theory.corollary1_rate(0.01, 1, n_centers=N))
+    rate, source = theory.layernorm_rate(causal, 0.05, d=16, nonnegative_cosines=True)
+    assert source == "Corollary 1" and rate == pytest.approx(math.log(1 - 0.05**2) / 2)
+    rate, source = theory.layernorm_rate(causal, 0.05, d=16, nonnegative_cosines=False)
+    assert math.isnan(rate) and "not strongly connected" in source and "some initial cosine < 0" in source
+    rate, source = theory.layernorm_rate(masks.make("dilated_sliding_window", N, dilation=2), 0.05, d=16, nonnegative_cosines=True)
+    assert math.isnan(rate) and "no center" in source
+    rate, source = theory.layernorm_rate(complete, 0.2, d=16, nonnegative_cosines=False)  # N eps = 1.6 >= 1
+    assert math.isnan(rate) and "N eps = 1.6 >= 1" in source
+    rate, source = theory.layernorm_rate(complete, 0.01, d=16, nonnegative_cosines=False, full_rank=False)
+    assert math.isnan(rate) and "X0 not of full rank" in source
+
+
+def test_layernorm_rate_with_underflowed_eps_guarantees_nothing():
+    rate, source = theory.layernorm_rate(masks.make("complete", 4), 0.0, d=8, nonnegative_cosines=False)
+    assert (rate, source) == (0.0, "Theorem 2")
+    rate, source = theory.layernorm_rate(masks.make("causal", 4), 0.0, d=8, nonnegative_cosines=True)
+    assert (rate, source) == (0.0, "Corollary 1")
+    with pytest.raises(ParameterError, match=r"eps must be in \[0, 1\]"):
+        theory.layernorm_rate(masks.make("causal", 4), 1.5, d=8, nonnegative_cosines=True)
+    with pytest.raises(ParameterError, match="eps must be a number >= 0"):
+        theory.layernorm_rate(masks.make("causal", 4), -0.1, d=8, nonnegative_cosines=True)
