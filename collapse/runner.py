@@ -271,6 +271,23 @@ def _failure(name: str, err) -> NotebookError:
     return NotebookError(f"notebook {name} failed in cell In[{err.exec_count}] `{first_line}`: {err.ename}: {err.evalue}\n{trace}".rstrip())
 
 
+def _quiet_kernel_manager():
+    """A kernel manager whose kernel start-up chatter (e.g. the TCP warning) stays off the terminal.
+
+    Cell output, stderr included, still reaches the notebook through the kernel's messages.
+    """
+    import subprocess
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    class QuietKernelManager(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            kw["stderr"] = subprocess.DEVNULL
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    return QuietKernelManager
+
+
 def execute(project: Project, notebook: Notebook, params: dict, profile: str, *, force: bool = False, timeout: int | None = None) -> RunResult:
     """Execute one notebook (or reuse its cached result); outputs are written atomically."""
     import nbformat
@@ -294,9 +311,12 @@ def execute(project: Project, notebook: Notebook, params: dict, profile: str, *,
             progress_bar=False,
             cwd=str(project.notebooks_dir),
             execution_timeout=timeout,
+            kernel_manager_class=_quiet_kernel_manager(),
         )
     except papermill.PapermillExecutionError as err:
         raise _failure(notebook.name, err) from None
+    except Exception as err:  # the kernel died, a cell timed out, the kernel would not start
+        raise NotebookError(f"notebook {notebook.name} failed: {type(err).__name__}: {err}") from None
     finally:
         seconds = time.perf_counter() - start
         partial.unlink(missing_ok=True)

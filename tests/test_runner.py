@@ -219,3 +219,14 @@ def test_parse_assignments_rejects_code():
         runner.parse_assignments("import os")
     with pytest.raises(ParameterError, match="parameter 'a' must be a literal value"):
         runner.parse_assignments("a = f(1)")
+
+
+def test_a_cell_timeout_is_reported_not_fatal(project):
+    (project.notebooks_dir / "03-sleeps.md").write_text(
+        HEADER.format(claim="Sleeps", ranges="    n: {min: 0}")
+        + "\n```{code-cell} ipython3\n:tags: [parameters]\nn = 1\n```\n\n```{code-cell} ipython3\nimport time\ntime.sleep(60)\n```\n"
+    )
+    (nb, params), = runner.plan(project, ["03"], "book", {})
+    with pytest.raises(runner.NotebookError, match="notebook 03-sleeps failed"):
+        runner.execute(project, nb, params, "book", timeout=2)
+    assert not (project.executed_dir / "03-sleeps.ipynb").exists()
