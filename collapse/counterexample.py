@@ -7,11 +7,18 @@ In 2-D (Section 4.3.1) token 1 converges to (0, +-1). With token 1 at (0, 1), to
 has two fixed points P+ = (-1/w, s) (unstable, the paper's A) and P- = (-1/w, -s)
 (attracting, its B), s = sqrt(1 - 1/w^2); initial angles in (theta+, 270 deg), with
 theta+ = 180 deg - arccos(1/w), converge to P-, every other angle collapses onto token 1.
-`equilibrium` builds the N-token equilibria of Theorem 3 (every rank 1..N).
+`equilibrium` builds the N-token equilibria of Theorem 3 (every rank 1..N);
+`stability_modes` and `perturb_and_iterate` probe which directions around them return.
+
+The iterations here move tiny tensors (a few tokens of width <= 8) thousands of times,
+and the stability analysis factorises matrices of a few dozen rows: both run
+single-threaded, because handing such small products to several BLAS/LAPACK threads
+costs far more than the work itself (measured 5-50x slower on a loaded 2-core machine).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 
@@ -24,12 +31,22 @@ __all__ = [
     "value_matrix",
     "causal_average",
     "step",
+    "iterate",
     "trajectory",
     "final_state",
+    "no_layernorm_bound",
     "fixed_points",
     "basin",
     "angle_grid_states",
+    "angle_pair_states",
+    "random_starts",
+    "limit_labels",
+    "LIMIT_NAMES",
     "equilibrium",
+    "stable_rank_bound",
+    "tangent_basis",
+    "stability_modes",
+    "perturb_and_iterate",
 ]
 
 
@@ -40,10 +57,15 @@ def _check_w(w) -> float:
     return w
 
 
-def value_matrix(d: int, w: float) -> torch.Tensor:
-    """W_V = I + w * superdiagonal of ones (d x d, float64)."""
+def value_matrix(d: int, w: float, normalized: bool = False) -> torch.Tensor:
+    """W_V = I + w * superdiagonal of ones (d x d, float64).
+
+    normalized=True divides by the spectral norm: W_V / ||W_V||_2 has bounded products
+    (assumption A3 of Theorem 3), and scale-only LN makes the dynamics identical.
+    """
     d = check_int("d", d, minimum=1)
-    return torch.eye(d, dtype=torch.float64) + _check_w(w) * torch.diag(torch.ones(d - 1, dtype=torch.float64), 1)
+    W = torch.eye(d, dtype=torch.float64) + _check_w(w) * torch.diag(torch.ones(d - 1, dtype=torch.float64), 1)
+    return W / torch.linalg.matrix_norm(W, ord=2) if normalized else W
 
 
 def causal_average(N: int) -> torch.Tensor:
@@ -52,29 +74,75 @@ def causal_average(N: int) -> torch.Tensor:
     return torch.tril(torch.ones(N, N, dtype=torch.float64)) / torch.arange(1, N + 1, dtype=torch.float64)[:, None]
 
 
+def _layer(X: torch.Tensor, W_V: torch.Tensor, counts: torch.Tensor, layernorm: bool) -> torch.Tensor:
+    # A X with A the causal average is a cumulative mean over tokens: no N x N product needed.
+    X = (X.cumsum(-2) / counts) @ W_V
+    return scale_layernorm(X) if layernorm else X
+
+
+def _counts(N: int) -> torch.Tensor:
+    return torch.arange(1, N + 1, dtype=torch.float64)[:, None]
+
+
+@contextlib.contextmanager
+def _single_thread():
+    """Run torch single-threaded inside the block (tiny tensors: threads cost more than they give)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def step(X: torch.Tensor, w: float, layernorm: bool = True) -> torch.Tensor:
     """One layer X -> LN(A X W_V) (or A X W_V without LN), batched over leading dims."""
     check_matrix("X", X)
-    X = (causal_average(X.shape[-2]) @ X.double()) @ value_matrix(X.shape[-1], w)
-    return scale_layernorm(X) if layernorm else X
+    return _layer(X.double(), value_matrix(X.shape[-1], w), _counts(X.shape[-2]), layernorm)
+
+
+def iterate(X0: torch.Tensor, W_V: torch.Tensor, steps: int, layernorm: bool = True, keep_path: bool = False) -> torch.Tensor:
+    """X_steps (or the path X_0..X_steps) of X -> LN(A X W_V) for any fixed value matrix.
+
+    Why: one loop for every W_V the notebooks need (the paper's, its normalised A3
+    version, a rotated Z^T W Z, or a stack of several w at once: W_V (..., d, d)
+    broadcasts against X0's batch dims). Single-threaded (see the module docstring).
+    """
+    check_matrix("X0", X0)
+    check_matrix("W_V", W_V, square=True)
+    steps = check_int("steps", steps, minimum=0)
+    if W_V.shape[-1] != X0.shape[-1]:
+        raise ParameterError(f"W_V must be {X0.shape[-1]} x {X0.shape[-1]} to match X0's width, got {tuple(W_V.shape)}")
+    X, W_V, counts = X0.double(), W_V.double(), _counts(X0.shape[-2])
+    path = [X] if keep_path else None
+    with _single_thread(), torch.no_grad():
+        for _ in range(steps):
+            X = _layer(X, W_V, counts, layernorm)
+            if keep_path:
+                path.append(X)
+    return torch.stack(torch.broadcast_tensors(*path)) if keep_path else X
 
 
 def trajectory(X0: torch.Tensor, w: float, steps: int, layernorm: bool = True) -> torch.Tensor:
     """All states X_0..X_steps, shape (steps + 1, *X0.shape)."""
-    steps = check_int("steps", steps, minimum=0)
-    states = [X0.double()]
-    for _ in range(steps):
-        states.append(step(states[-1], w, layernorm))
-    return torch.stack(states)
+    check_matrix("X0", X0)
+    return iterate(X0, value_matrix(X0.shape[-1], w), steps, layernorm, keep_path=True)
 
 
 def final_state(X0: torch.Tensor, w: float, steps: int, layernorm: bool = True) -> torch.Tensor:
     """X_steps without keeping the path (for long runs over many initial conditions)."""
-    steps = check_int("steps", steps, minimum=0)
-    X = X0.double()
-    for _ in range(steps):
-        X = step(X, w, layernorm)
-    return X
+    check_matrix("X0", X0)
+    return iterate(X0, value_matrix(X0.shape[-1], w), steps, layernorm)
+
+
+def no_layernorm_bound(t, w: float):
+    """2^-t (1 + t w): without LN, mu(X_t) <= this * mu(X_0) in 2-D (Wu et al., Section 4.3.1).
+
+    Why: token 2 minus token 1 is halved by the causal average and then multiplied by
+    W_V, whose t-th power [[1, t w], [0, 1]] has spectral norm <= 1 + t w.
+    """
+    t = torch.as_tensor(t, dtype=torch.float64)
+    return 2.0**-t * (1 + t * _check_w(w))
 
 
 def fixed_points(w: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -95,6 +163,52 @@ def angle_grid_states(theta_deg, token1=(0.0, 1.0)) -> torch.Tensor:
     token2 = torch.stack([torch.cos(torch.deg2rad(theta)), torch.sin(torch.deg2rad(theta))], dim=-1)
     token1 = torch.as_tensor(token1, dtype=torch.float64).expand_as(token2)
     return torch.stack([token1, token2], dim=-2)
+
+
+def angle_pair_states(theta1_deg, theta2_deg) -> torch.Tensor:
+    """Initial states (len(theta1), len(theta2), 2, 2): both tokens on the unit circle, every pair.
+
+    Why: the counterexample assumes token 1 has already converged; this grid (a torus
+    of initial angles) shows what happens when it has not.
+    """
+    t1 = torch.deg2rad(torch.as_tensor(theta1_deg, dtype=torch.float64).reshape(-1))
+    t2 = torch.deg2rad(torch.as_tensor(theta2_deg, dtype=torch.float64).reshape(-1))
+    T1, T2 = torch.meshgrid(t1, t2, indexing="ij")
+    token1 = torch.stack([torch.cos(T1), torch.sin(T1)], dim=-1)
+    token2 = torch.stack([torch.cos(T2), torch.sin(T2)], dim=-1)
+    return torch.stack([token1, token2], dim=-2)
+
+
+def random_starts(n: int, N: int, d: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """n inputs (n, N, d) whose rows are uniform on the unit sphere (normalised Gaussians).
+
+    Why: Theorem 3's second part is about a set of inputs of positive measure; the
+    uniform law on the product of spheres (the state space under LN) measures it.
+    """
+    n, N, d = (check_int(k, v, minimum=1) for k, v in (("n", n), ("N", N), ("d", d)))
+    return scale_layernorm(torch.randn(n, N, d, generator=generator, dtype=torch.float64))
+
+
+LIMIT_NAMES = {0: "collapsed onto token 1", 1: "P- (not collapsed)", 2: "P+ (unstable)", -1: "undefined / not converged"}
+
+
+def limit_labels(X: torch.Tensor, w: float, atol: float = 1e-6) -> torch.Tensor:
+    """Label 2-D states (..., 2, 2) by their limit: codes of LIMIT_NAMES.
+
+    Token 1 must sit (within atol) at a pole (0, s), s = +-1; token 2 is then compared
+    with s * P-, s * P+ and token 1 itself (the dynamics is odd, X -> -X, so the pole
+    (0, -1) carries the mirrored fixed points). Anything else, NaN included, is -1.
+    """
+    check_matrix("X", X)
+    atol = check_float("atol", atol, positive=True)
+    plus, minus = fixed_points(w)
+    X = X.double()
+    sign = torch.sign(X[..., 0, 1])[..., None]
+    at_pole = (X[..., 0, :] - sign * torch.tensor([0.0, 1.0], dtype=torch.float64)).norm(dim=-1) < atol
+    labels = torch.full(X.shape[:-2], -1, dtype=torch.int64)
+    for code, target in ((0, X[..., 0, :]), (1, sign * minus), (2, sign * plus)):
+        labels[at_pole & ((X[..., 1, :] - target).norm(dim=-1) < atol)] = code
+    return labels
 
 
 def equilibrium(N: int, w: float, signs: Sequence[int] | None = None, rank: int | None = None) -> torch.Tensor:
@@ -124,3 +238,63 @@ def equilibrium(N: int, w: float, signs: Sequence[int] | None = None, rank: int 
             raise ParameterError(f"w={w} is too small for this construction at N={N}, rank={rank} (try w >= N)")
         X[i, -1] = signs[i - 1] * math.sqrt(rest)
     return X
+
+
+def stable_rank_bound(N: int, w: float) -> float:
+    """N / (N - (N - 1) / w^2): Wu et al.'s bound (App. F.2) on sr(X*) for Theorem 3's equilibria.
+
+    Why: it says the equilibria, though of full rank, are nearly rank one for large w.
+    """
+    N = check_int("N", N, minimum=1)
+    w = _check_w(w)
+    return N / (N - (N - 1) / w**2)
+
+
+def tangent_basis(X: torch.Tensor) -> torch.Tensor:
+    """(N, d, d - 1): per token an orthonormal basis of the plane orthogonal to it.
+
+    Why: under LN every token lives on the unit sphere, so perturbations and the
+    linearised map only make sense in these tangent planes.
+    """
+    check_matrix("X", X)
+    N, d = X.shape
+    frames = torch.cat([X.double()[:, :, None], torch.eye(d, dtype=torch.float64).expand(N, d, d)], dim=-1)
+    Q, _ = torch.linalg.qr(frames)
+    return Q[:, :, 1:d]
+
+
+def stability_modes(X: torch.Tensor, w: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eigenvalues (complex, sorted by modulus) of the LN step linearised at X, and real unit directions.
+
+    The Jacobian of X -> LN(A X W_V) is taken by autograd and restricted to the tangent
+    planes of the tokens (its range lies there at an equilibrium). |lambda| < 1: the
+    direction returns; > 1: it leaves; = 1: the linearisation cannot tell, the
+    nonlinear dynamics decides. Directions (M, N, d) are the real parts of the
+    eigenvectors (for a complex pair: a vector of the invariant plane), unit Frobenius norm.
+    Why: Theorem 3 says its equilibria are stable only in some directions; this names them.
+    """
+    check_matrix("X", X)
+    N, d = X.shape
+    X = X.double()
+    with _single_thread():  # small dense LAPACK calls: threads only contend (module docstring)
+        J = torch.autograd.functional.jacobian(lambda x: step(x.reshape(N, d), w).reshape(-1), X.reshape(-1))
+        B = torch.block_diag(*tangent_basis(X))  # (N d, N (d - 1))
+        values, vectors = torch.linalg.eig(B.T @ J @ B)
+    order = torch.argsort(values.abs())
+    directions = (B @ vectors[:, order].real).T.reshape(-1, N, d)
+    return values[order], directions / directions.flatten(1).norm(dim=1).reshape(-1, 1, 1)
+
+
+def perturb_and_iterate(X: torch.Tensor, w: float, directions: torch.Tensor, eps: float, steps: int) -> torch.Tensor:
+    """||X_t - X||_F for t = 0..steps, starting from LN(X + eps * direction), one column per direction.
+
+    Why: the linearisation says nothing along eigenvalues of modulus 1; iterating the
+    full nonlinear map from small perturbations shows which ones come back.
+    """
+    check_matrix("X", X)
+    eps = check_float("eps", eps, positive=True)
+    if directions.shape[-2:] != X.shape:
+        raise ParameterError(f"directions must have shape (M, {X.shape[0]}, {X.shape[1]}), got {tuple(directions.shape)}")
+    starts = scale_layernorm(X.double() + eps * directions.double())
+    path = iterate(starts, value_matrix(X.shape[-1], w), steps, keep_path=True)
+    return (path - X.double()).flatten(-2).norm(dim=-1)
