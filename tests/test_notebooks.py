@@ -2,6 +2,8 @@
 and with every verdict outcome as notebooks/expectations.yml records it."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,3 +48,18 @@ def test_book_parameters_are_the_parameters_cell():
     for profile in ("fast", "paper"):
         for name in profiles.get(profile) or {}:
             assert name in NOTEBOOKS, f"profiles.yml [{profile}] names unknown notebook {name}"
+
+
+def test_a_claim_broken_on_purpose_fails_its_verdict(tmp_path):
+    """Five layers cannot bring log mu down by 20 nats: the W2 verdict must fail, and `verdicts` must say so."""
+    from conftest import copy_sources
+
+    root = copy_sources(tmp_path)
+    command = [sys.executable, "-m", "collapse", "--root", str(root)]
+    run = subprocess.run([*command, "run", "02", "--profile", "fast", "--set", "n_layers=5"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    records = {r["key"]: r for r in runner.collect_records(runner.Project(root))}
+    assert records["w2-collapse-nonnegative"]["passed"] is False
+    verdicts = subprocess.run([*command, "verdicts"], capture_output=True, text=True)
+    assert verdicts.returncode == 1
+    assert "w2-collapse-nonnegative [fast]: not-reproduced, expected reproduced" in verdicts.stderr
