@@ -8,6 +8,7 @@ LayerNorm) and Nait Saada, Naderi & Tanner (ICML 2025, "Mind the Gap"):
     san             self-attention stacks at init and their per-layer simulation
     metrics         mu, stable ranks, cosines, numerical rank, sigma_min
     markov          random Markov attention and the quarter-circle law
+    gap             the Mind-the-Gap stacks: rank collapse in width and depth, the fix
     counterexample  the LayerNorm counterexample and Theorem 3's equilibria
     theory          the Theorem 1 / Theorem 2 / Corollary 1 bounds
     fit             fitted collapse rates (slopes of log mu)
@@ -16,9 +17,9 @@ LayerNorm) and Nait Saada, Naderi & Tanner (ICML 2025, "Mind the Gap"):
     plotting        the book's figure style
 """
 
-from . import attention, counterexample, fit, markov, masks, metrics, report, san, sweep, theory
+from . import attention, counterexample, fit, gap, markov, masks, metrics, report, san, sweep, theory
 from .checks import ParameterError
 
 __version__ = "0.1.0"
 
-__all__ = ["attention", "counterexample", "fit", "markov", "masks", "metrics", "report", "san", "sweep", "theory", "ParameterError", "__version__"]
+__all__ = ["attention", "counterexample", "fit", "gap", "markov", "masks", "metrics", "report", "san", "sweep", "theory", "ParameterError", "__version__"]
