@@ -12,23 +12,50 @@ or key-query attention softmax(X W_Q (X W_K)^T / sqrt(d)) with W_Q, W_K drawn Xa
 ("xavier": N(0, 1/d), the official configs) or N(0, 1) ("normal", the official
 notebook). X_0 is isometric. Everything runs in float64 (D6): the unscaled N(0, 1)
 weights grow X by ~sqrt(d) per layer, which overflows float32 within ~9 layers.
+
+Grids run batched: `simulate_many` advances several configurations and all seeds as
+leading tensor dims through one draw of each layer's random matrices per seed (the
+draws do not depend on fix, skip or LN, so configurations with the same attention
+kind share them); `width_sweep` loops that over (gamma, T) cells and returns a tidy
+frame. A seed's numbers never depend on which other seeds or configurations share
+its batch: every seed draws from its own generator, in the same order as a lone run.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 
 from . import metrics as _metrics
 from .attention import remove_outlier
-from .checks import ParameterError, check_choice, check_int
+from .checks import ParameterError, check_choice, check_float, check_int
 from .markov import random_markov
 
-__all__ = ["ATTENTIONS", "GapConfig", "isometric_input", "seed_generator", "attention_matrices", "gap_layer", "simulate"]
+__all__ = [
+    "ATTENTIONS",
+    "GapConfig",
+    "isometric_input",
+    "seed_generator",
+    "attention_matrices",
+    "gap_layer",
+    "simulate",
+    "simulate_many",
+    "official_gram_stable_rank",
+    "METRICS",
+    "width_for",
+    "fig7_variants",
+    "width_sweep",
+    "width_sweep_flops",
+    "first_layer",
+    "loglog_fit",
+    "free_product_edge",
+    "layer1_limits",
+]
 
 ATTENTIONS = ("markov", "identity", "xavier", "normal")
 
@@ -107,23 +134,347 @@ def _check_seeds(seeds) -> list[int]:
     return [check_int("seed", s, minimum=0) for s in seeds]
 
 
+# ---------------------------------------------------------------------------------------
+# Metrics: the stable ranks from the Gram matrix, and the official code's float32 version
+
+
+def official_gram_stable_rank(X: torch.Tensor) -> torch.Tensor:
+    """The official code's sr(XX^T), in X's own dtype: s = svdvals(X X^T), sum s^2 / max s^2.
+
+    Why: in float32 s^2 = sigma^4 overflows once sigma_1(X)^2 passes ~1.8e19, which the
+    unscaled N(0, 1) weights reach within ~9 layers at d = 150 (D6); the official script
+    then records NaN (it catches the failure, as we do for a non-finite X X^T). Use it
+    only to show that effect: `gram_stable_rank` is the same quantity done safely.
+    """
+    sigma = X @ X.transpose(-1, -2)
+    finite = torch.isfinite(sigma).all(-1).all(-1)
+    s = torch.linalg.svdvals(torch.where(finite[..., None, None], sigma, torch.zeros_like(sigma)))
+    value = (s**2).sum(-1) / (s**2).amax(-1)
+    return torch.where(finite, value, torch.full_like(value, math.nan))
+
+
+def _gram_eigenvalues(X: torch.Tensor) -> torch.Tensor:
+    """Squared singular values of X (ascending, float64), from the eigenvalues of the smaller Gram matrix.
+
+    Why: for the wide X of gamma < 1 (150 x 750), batched svdvals is ~20x slower here than
+    eigvalsh of the 150 x 150 Gram matrix; the stable ranks only need the large sigma, whose
+    absolute error is ~1e-16 sigma_1^2 either way. X is rescaled by its largest entry first
+    (both stable ranks are scale-free), so sigma^4 cannot overflow even in deep runs. A zero
+    or non-finite X gives NaN.
+    """
+    X = X.to(torch.float64)
+    scale = X.abs().amax(dim=(-2, -1), keepdim=True)
+    bad = ~torch.isfinite(scale) | (scale == 0)
+    Xn = torch.where(bad, torch.zeros_like(X), X / torch.where(bad, torch.ones_like(scale), scale)) if bool(bad.any()) else X / scale
+    G = Xn @ Xn.transpose(-1, -2) if X.shape[-2] <= X.shape[-1] else Xn.transpose(-1, -2) @ Xn
+    lam = torch.linalg.eigvalsh(G).clamp_min(0)
+    return torch.where(bad[..., 0], torch.full_like(lam, math.nan), lam) if bool(bad.any()) else lam
+
+
+_GRAM = {
+    "stable_rank": lambda lam: lam.sum(-1) / lam[..., -1],
+    "gram_stable_rank": lambda lam: (lam**2).sum(-1) / lam[..., -1] ** 2,
+}
+METRICS = (*_metrics.METRICS, "official_gram_stable_rank")
+
+
+def _check_metrics(names) -> tuple[str, ...]:
+    names = (names,) if isinstance(names, str) else tuple(names)
+    for name in names:
+        if name not in METRICS:
+            raise ParameterError(f"metric must be one of {', '.join(METRICS)}; got {name!r}")
+    return names
+
+
+def _evaluate(X: torch.Tensor, names: tuple[str, ...]) -> dict[str, torch.Tensor]:
+    """Metrics of X as float64 CPU tensors: stable ranks via the Gram matrix, the rest via collapse.metrics."""
+    out = {}
+    if any(n in _GRAM for n in names):
+        lam = _gram_eigenvalues(X)
+        out.update({n: f(lam) for n, f in _GRAM.items() if n in names})
+    if "official_gram_stable_rank" in names:
+        out["official_gram_stable_rank"] = official_gram_stable_rank(X)
+    rest = [n for n in names if n not in out]
+    if rest:
+        out.update(_metrics.evaluate(X, rest))
+    return {n: out[n].to("cpu", torch.float64) for n in names}
+
+
+# ---------------------------------------------------------------------------------------
+# The batched engine
+
+
+def _layer_draws(kind: str, g: torch.Generator, T: int, d: int) -> dict[str, torch.Tensor]:
+    """One layer's random matrices for one seed, float64 on the CPU, in a lone run's order: attention, then W."""
+    draws = {}
+    if kind == "markov":
+        draws["A"] = random_markov(T, generator=g)
+    elif kind in ("xavier", "normal"):
+        std = 1 / math.sqrt(d) if kind == "xavier" else 1.0
+        draws["W_Q"] = torch.randn(d, d, generator=g, dtype=torch.float64) * std
+        draws["W_K"] = torch.randn(d, d, generator=g, dtype=torch.float64) * std
+    draws["W"] = torch.randn(d, d, generator=g, dtype=torch.float64)
+    return draws
+
+
+def _attention(kind: str, X: torch.Tensor, draws: dict[str, torch.Tensor]) -> torch.Tensor:
+    """This layer's attention for X (S, T, d) from the stacked draws of its S seeds."""
+    T, d = X.shape[-2:]
+    if kind == "markov":
+        return draws["A"]
+    if kind == "identity":
+        return torch.eye(T, dtype=X.dtype, device=X.device).expand(X.shape[0], T, T)
+    return torch.softmax((X @ draws["W_Q"]) @ (X @ draws["W_K"]).transpose(-1, -2) / math.sqrt(d), dim=-1)
+
+
+def _clone(g: torch.Generator) -> torch.Generator:
+    h = torch.Generator()
+    h.set_state(g.get_state())
+    return h
+
+
+def _run_group(configs: list[GapConfig], gens, X0, names, dtype, device) -> dict[str, torch.Tensor]:
+    """Configurations sharing T, d, n_layers and attention kind, all seeds at once -> {metric: (C, L+1, S)}.
+
+    One draw per layer and seed feeds every configuration; each configuration then takes
+    its own gap_layer step, batched over the seeds (so its numbers are gap_layer's).
+    """
+    first = configs[0]
+    states = [X0] * len(configs)
+    start = _evaluate(X0, names)
+    history = [{n: [v] for n, v in start.items()} for _ in configs]
+    for _ in range(first.n_layers):
+        per_seed = [_layer_draws(first.attention, g, first.T, first.d) for g in gens]
+        draws = {k: torch.stack([p[k] for p in per_seed]).to(dtype=dtype, device=device) for k in per_seed[0]}
+        for c, config in enumerate(configs):
+            states[c] = gap_layer(states[c], _attention(first.attention, states[c], draws), draws["W"], config)
+            for n, v in _evaluate(states[c], names).items():
+                history[c][n].append(v)
+    return {n: torch.stack([torch.stack(h[n]) for h in history]) for n in names}
+
+
+def _check_configs(configs) -> list[GapConfig]:
+    configs = list(configs)
+    if not configs or not all(isinstance(c, GapConfig) for c in configs):
+        raise ParameterError("configs must be a non-empty sequence of GapConfig")
+    shapes = {(c.T, c.d, c.n_layers) for c in configs}
+    if len(shapes) > 1:
+        raise ParameterError(f"configs must share T, d and n_layers, got (T, d, n_layers) in {sorted(shapes)}")
+    return configs
+
+
 @torch.inference_mode()
-def simulate(config: GapConfig, seeds: int | Sequence[int] = 0, *, metrics=("gram_stable_rank",)) -> dict[str, torch.Tensor]:
+def simulate_many(
+    configs: Sequence[GapConfig],
+    seeds: int | Sequence[int] = 0,
+    *,
+    metrics=("gram_stable_rank",),
+    dtype=torch.float64,
+    device=None,
+    seed_batch: int | None = None,
+) -> dict[str, torch.Tensor]:
+    """Per-layer metrics (n_configs, L+1, n_seeds) of several configurations with the same T, d and depth.
+
+    Why: a grid (the nine curves of Fig. VII, or the README sweep) costs one draw of each
+    layer's random matrices per seed and attention kind instead of one per configuration,
+    and runs all seeds and configurations as batched matmuls. For one seed, every
+    configuration sees the same X_0 and, within an attention kind, the same A_l and W_l:
+    the curves are paired. Numbers equal `simulate` on each configuration alone.
+
+    dtype: the precision of the run (float64 by default, D6; float32 reproduces the
+    official code's overflow); draws are made in float64 and cast, so both precisions
+    see the same random matrices. Metrics come back as float64 CPU tensors;
+    "official_gram_stable_rank" is computed in the run's dtype. seed_batch bounds
+    memory by running that many seeds at a time (results do not change).
+    """
+    configs = _check_configs(configs)
+    names = _check_metrics(metrics)
+    seeds = _check_seeds(seeds)
+    if dtype not in (torch.float32, torch.float64):
+        raise ParameterError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+    chunk = len(seeds) if seed_batch is None else check_int("seed_batch", seed_batch, minimum=1)
+    T, d = configs[0].T, configs[0].d
+    kinds = list(dict.fromkeys(c.attention for c in configs))
+    out = {n: torch.empty(len(configs), configs[0].n_layers + 1, len(seeds), dtype=torch.float64) for n in names}
+    for start in range(0, len(seeds), chunk):
+        part = seeds[start : start + chunk]
+        gens = [seed_generator(s) for s in part]
+        X0 = torch.stack([isometric_input(T, d, generator=g) for g in gens]).to(dtype=dtype, device=device)
+        for kind in kinds:
+            index = [i for i, c in enumerate(configs) if c.attention == kind]
+            result = _run_group([configs[i] for i in index], [_clone(g) for g in gens], X0, names, dtype, device)
+            for n, v in result.items():
+                out[n][index, :, start : start + len(part)] = v
+    return out
+
+
+def simulate(
+    config: GapConfig, seeds: int | Sequence[int] = 0, *, metrics=("gram_stable_rank",), dtype=torch.float64, device=None
+) -> dict[str, torch.Tensor]:
     """Per-layer metrics (L+1, n_seeds) of the stack, one independent network and input per seed.
 
     Seed s draws X_0, then each layer's attention and W_l, from its own generator, so a
     run is the same whether its seed is computed alone or in a batch. A layer whose
     output is exactly zero (A(X)-fix with Xavier weights can get there) gives NaN ratios.
+    dtype and device as in `simulate_many`.
     """
-    names = _metrics.check_metric_names(metrics)
+    result = simulate_many([config], seeds, metrics=metrics, dtype=dtype, device=device)
+    return {n: v[0] for n, v in result.items()}
+
+
+# ---------------------------------------------------------------------------------------
+# Sweeps over the width: the README grid and Figs. X-XI
+
+
+def width_for(T: int, gamma: float) -> int:
+    """Width d for T tokens at aspect ratio gamma = T/d, as the official code computes it: int(1/gamma * T)."""
+    T = check_int("T", T, minimum=1)
+    gamma = check_float("gamma", gamma, positive=True)
+    if gamma > 1:
+        raise ParameterError(f"gamma must be in (0, 1] (the official code requires d >= T), got {gamma}")
+    return int(1 / gamma * T)
+
+
+def fig7_variants(attention: str = "markov", *, identity: bool = True) -> dict[str, dict]:
+    """{A, A⊥} x {-, +LN, +skip, +skip+LN} (+ Identity A): the curves of rebuttal Fig. VII and the README sweep.
+
+    Why: one place that names the nine configurations every MtG depth and width plot uses;
+    values are GapConfig keyword arguments, keys the paper-style labels.
+    """
+    check_choice("attention", attention, ATTENTIONS)
+    out = {}
+    for fix in (False, True):
+        for skip, layernorm in ((False, False), (False, True), (True, False), (True, True)):
+            kw = {"attention": attention, "fix": fix, "skip": skip, "layernorm": layernorm}
+            out[GapConfig(T=1, d=1, n_layers=0, **kw).label] = kw
+    if identity:
+        out["Identity A"] = {"attention": "identity"}
+    return out
+
+
+def _cells(T_values, gammas, max_width) -> list[tuple[float, int, int]]:
+    T_values = [check_int("T", T, minimum=1) for T in T_values]
+    gammas = [check_float("gamma", g, positive=True) for g in gammas]
+    if not T_values or not gammas:
+        raise ParameterError("T_values and gammas must each list at least one value")
+    cells = [(g, T, width_for(T, g)) for g in gammas for T in T_values]
+    return [c for c in cells if max_width is None or c[2] <= max_width]
+
+
+def width_sweep(
+    variants: Mapping[str, dict],
+    T_values: Sequence[int],
+    gammas: Sequence[float],
+    *,
+    n_layers: int,
+    seeds: int | Sequence[int],
+    metrics=("gram_stable_rank",),
+    max_width: int | None = None,
+    dtype=torch.float64,
+    device=None,
+    seed_batch: int | None = None,
+) -> pd.DataFrame:
+    """Every variant at every (gamma, T) with d = int(T/gamma): one row per (variant, gamma, T, layer, seed).
+
+    Why: the README stable-rank sweep and rebuttal Figs. X-XI are this grid. Each cell is
+    one `simulate_many` call, so variants of one attention kind are paired within a cell.
+    Cells wider than max_width are left out (their cost grows like d^2 per layer).
+    Columns: variant, gamma, T, d, layer, seed and one per metric.
+    """
+    if not variants:
+        raise ParameterError("variants must name at least one configuration")
+    seeds = _check_seeds(seeds)
+    frames = []
+    for gamma, T, d in _cells(T_values, gammas, max_width):
+        configs = [GapConfig(T=T, d=d, n_layers=n_layers, **kw) for kw in variants.values()]
+        result = simulate_many(configs, seeds, metrics=metrics, dtype=dtype, device=device, seed_batch=seed_batch)
+        C, L1, S = next(iter(result.values())).shape
+        v, layer, s = np.meshgrid(np.arange(C), np.arange(L1), np.arange(S), indexing="ij")
+        frame = pd.DataFrame({"variant": np.asarray(list(variants), dtype=object)[v.ravel()], "gamma": gamma, "T": T, "d": d})
+        frame = frame.assign(layer=layer.ravel(), seed=np.asarray(seeds)[s.ravel()])
+        frames.append(frame.assign(**{n: r.numpy().ravel() for n, r in result.items()}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def width_sweep_flops(variants: Mapping[str, dict], T_values, gammas, *, n_layers: int, n_seeds: int, max_width: int | None = None) -> float:
+    """Useful FLOPs of `width_sweep` (2 x multiply-adds of A X, X W, the key-query products and the Gram metric).
+
+    Why: the paper profile prints an ETA before it starts (DESIGN.md); pair with sweep.eta_seconds.
+    """
+    total = 0.0
+    for _, T, d in _cells(T_values, gammas, max_width):
+        for kw in variants.values():
+            keyquery = kw.get("attention", "markov") in ("xavier", "normal")
+            total += 2 * T * T * d + 2 * T * d * d * (3 if keyquery else 1) + 2 * T * T * d * (2 if keyquery else 1)
+    return total * check_int("n_layers", n_layers, minimum=0) * check_int("n_seeds", n_seeds, minimum=1)
+
+
+@torch.inference_mode()
+def first_layer(config: GapConfig, seeds: int | Sequence[int] = 0) -> dict[str, torch.Tensor]:
+    """X_0, the first layer's attention A (as drawn, before the fix), W and the output X_1, batched over seeds.
+
+    Why: to look inside the layer that `simulate` ran (with its very draws), e.g. how large
+    the attention branch A⊥ X W is next to the skip X in the Xavier "trap" (PAPERS M4).
+    """
     seeds = _check_seeds(seeds)
     gens = [seed_generator(s) for s in seeds]
-    X = torch.stack([isometric_input(config.T, config.d, generator=g) for g in gens])
-    history = {name: [value] for name, value in _metrics.evaluate(X, names).items()}
-    for _ in range(config.n_layers):
-        A = torch.stack([attention_matrices(X[i], config.attention, g) for i, g in enumerate(gens)])
-        W = torch.stack([torch.randn(config.d, config.d, generator=g, dtype=torch.float64) for g in gens])
-        X = gap_layer(X, A, W, config)
-        for name, value in _metrics.evaluate(X, names).items():
-            history[name].append(value)
-    return {name: torch.stack(values).to(torch.float64) for name, values in history.items()}
+    X0 = torch.stack([isometric_input(config.T, config.d, generator=g) for g in gens])
+    per_seed = [_layer_draws(config.attention, g, config.T, config.d) for g in gens]
+    draws = {k: torch.stack([p[k] for p in per_seed]) for k in per_seed[0]}
+    A = _attention(config.attention, X0, draws)
+    return {"X0": X0, "A": A, "W": draws["W"], "X1": gap_layer(X0, A, draws["W"], config)}
+
+
+# ---------------------------------------------------------------------------------------
+# Fits and the free-probability limits of layer 1
+
+
+def loglog_fit(x, y) -> tuple[float, float, float]:
+    """Least-squares fit log y = slope log x + intercept, and its R^2: the growth exponent of sr in T.
+
+    Why: "sr grows with T" needs a number: the exponent and how well a power law describes
+    the points (PAPERS M4). NaN or non-positive points are an error, not silently dropped.
+    """
+    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    if x.shape != y.shape or x.size < 2:
+        raise ParameterError(f"x and y must have the same length >= 2, got {x.size} and {y.size}")
+    if not (np.all(x > 0) and np.all(y > 0)):
+        raise ParameterError("x and y must be finite and > 0 for a log-log fit")
+    lx, ly = np.log(x), np.log(y)
+    slope, intercept = np.polyfit(lx, ly, 1)
+    residual = ly - (slope * lx + intercept)
+    total = ((ly - ly.mean()) ** 2).sum()
+    r2 = 1.0 - (residual**2).sum() / total if total > 0 else float("nan")
+    return float(slope), float(intercept), float(r2)
+
+
+def free_product_edge(gamma: float) -> float:
+    """Right edge of MP(1) ⊠ MP(gamma): min over z > 0 of (1+z)^2 (1+gamma z) / z, at z = (sqrt(1+8 gamma) - 1) / (4 gamma).
+
+    Why: after the fix, T A⊥A⊥^T has the Marchenko-Pastur law of ratio 1 (the quarter-circle
+    law of PAPERS M1), and X_0 W is a T x d Gaussian matrix (X_0 has orthonormal rows), whose
+    Gram matrix has MP(gamma); the two are asymptotically free, so the squared singular values
+    of X_1 = A⊥ X_0 W follow their free product, whose S-transform is 1/((1+z)(1+gamma z)).
+    This is our derivation, not the paper's. gamma = 0 gives 4, gamma = 1 gives 27/4.
+    """
+    gamma = check_float("gamma", gamma, minimum=0.0)
+    z = 1.0 if gamma == 0 else (math.sqrt(1 + 8 * gamma) - 1) / (4 * gamma)
+    return (1 + z) ** 2 * (1 + gamma * z) / z
+
+
+def layer1_limits(gamma: float) -> dict[str, dict[str, float]]:
+    """Large-T limits of sr / T after one layer, for the fixed Markov layer and for Identity A.
+
+    Why: a parameter-free prediction to hold the measured growth against (ours, not the
+    paper's). With lambda the squared singular values normalised to mean 1,
+    sr(X) / T -> 1 / lambda_max and sr(XX^T) / T -> E[lambda^2] / lambda_max^2, where
+    A⊥: E[lambda^2] = 2 + gamma, lambda_max = free_product_edge(gamma);
+    Identity A (X_1 = X_0 W, Gaussian): E[lambda^2] = 1 + gamma, lambda_max = (1 + sqrt(gamma))^2.
+    Without the fix the outlier sigma_1 ~ 1 dominates and sr(XX^T) -> 1, sr(X) -> 2.
+    """
+    gamma = check_float("gamma", gamma, minimum=0.0)
+    fixed, ident = free_product_edge(gamma), (1 + math.sqrt(gamma)) ** 2
+    return {
+        "fix": {"stable_rank": 1 / fixed, "gram_stable_rank": (2 + gamma) / fixed**2},
+        "identity": {"stable_rank": 1 / ident, "gram_stable_rank": (1 + gamma) / ident**2},
+    }

@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -66,3 +67,131 @@ def test_labels_and_bad_inputs():
         gap.GapConfig(T=4, d=4, n_layers=-3)
     with pytest.raises(ParameterError, match="seeds must name at least one seed"):
         gap.simulate(gap.GapConfig(T=4, d=4, n_layers=1), [])
+
+
+# --- the batched engine, metrics, sweeps and limits (helper-m34) ----------------------
+
+
+def test_simulate_many_equals_lone_runs_and_pairs_the_configurations():
+    variants = gap.fig7_variants("markov") | {"A(X)⊥+skip": {"attention": "normal", "fix": True, "skip": True}}
+    configs = [gap.GapConfig(T=16, d=24, n_layers=3, **kw) for kw in variants.values()]
+    batched = gap.simulate_many(configs, [2, 9], metrics=("stable_rank", "gram_stable_rank", "mu"))
+    assert batched["mu"].shape == (len(configs), 4, 2)
+    for c, config in enumerate(configs):
+        alone = gap.simulate(config, [2, 9], metrics=("stable_rank", "gram_stable_rank", "mu"))
+        for name, value in alone.items():
+            torch.testing.assert_close(batched[name][c], value, rtol=1e-12, atol=0)
+    # one X_0 per seed for every configuration: the layer-0 values agree across configurations
+    assert torch.equal(batched["mu"][:, 0], batched["mu"][:1, 0].expand(len(configs), 2))
+
+
+def test_a_seed_does_not_depend_on_its_batch():
+    configs = [gap.GapConfig(T=20, d=40, n_layers=4, fix=True), gap.GapConfig(T=20, d=40, n_layers=4, attention="identity")]
+    together = gap.simulate_many(configs, [3, 7, 11], metrics=("gram_stable_rank",))["gram_stable_rank"]
+    alone = gap.simulate_many(configs, [7], metrics=("gram_stable_rank",))["gram_stable_rank"]
+    chunked = gap.simulate_many(configs, [3, 7, 11], metrics=("gram_stable_rank",), seed_batch=2)["gram_stable_rank"]
+    torch.testing.assert_close(together[:, :, 1], alone[:, :, 0], rtol=1e-12, atol=0)
+    torch.testing.assert_close(chunked, together, rtol=1e-12, atol=0)
+    assert torch.equal(gap.simulate_many(configs, [3, 7, 11])["gram_stable_rank"], together)
+
+
+@pytest.mark.parametrize("shape", [(3, 10, 30), (3, 30, 10)])
+def test_gram_path_matches_the_svd_metrics(shape):
+    X = torch.randn(*shape, generator=torch.Generator().manual_seed(4), dtype=torch.float64) * torch.tensor([1.0, 1e-3, 1e30]).view(3, 1, 1)
+    got = gap._evaluate(X, ("stable_rank", "gram_stable_rank", "mu"))
+    torch.testing.assert_close(got["stable_rank"], metrics.stable_rank(X), rtol=1e-10, atol=0)
+    torch.testing.assert_close(got["gram_stable_rank"], metrics.gram_stable_rank(X), rtol=1e-10, atol=0)
+    torch.testing.assert_close(got["mu"], metrics.mu(X))
+    zero = gap._evaluate(torch.zeros(2, 5, 5, dtype=torch.float64), ("gram_stable_rank",))["gram_stable_rank"]
+    assert torch.isnan(zero).all()
+
+
+def test_official_metric_overflows_in_float32_only():
+    X = torch.randn(2, 20, 20, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    torch.testing.assert_close(gap.official_gram_stable_rank(X), metrics.gram_stable_rank(X), rtol=1e-10, atol=0)
+    big = (X * 1e10).float()  # sigma_1^4 ~ 1e42 > float32's 3.4e38
+    assert torch.isnan(gap.official_gram_stable_rank(big)).all()
+    assert torch.isfinite(gap._evaluate(big, ("gram_stable_rank",))["gram_stable_rank"]).all()
+
+
+def test_float32_identity_stack_loses_the_official_metric_after_depth_8():
+    """D6: at T = d = 150 the N(0, 1) weights grow X ~12x per layer; sigma^4 passes float32's range at depth 9."""
+    config = gap.GapConfig(T=150, d=150, n_layers=10, attention="identity")
+    names = ("gram_stable_rank", "official_gram_stable_rank")
+    single = gap.simulate(config, [0, 1], metrics=names, dtype=torch.float32)
+    double = gap.simulate(config, [0, 1], metrics=names)
+    assert torch.isfinite(single["official_gram_stable_rank"][:9]).all()
+    assert torch.isnan(single["official_gram_stable_rank"][9:]).all()
+    assert torch.isfinite(double["official_gram_stable_rank"]).all()
+    torch.testing.assert_close(single["gram_stable_rank"], double["gram_stable_rank"], rtol=1e-3, atol=0)
+
+
+def test_width_sweep_grid_is_finite_and_complete():
+    variants = gap.fig7_variants("markov")
+    assert list(variants) == ["A", "A+LN", "A+skip", "A+skip+LN", "A⊥", "A⊥+LN", "A⊥+skip", "A⊥+skip+LN", "Identity A"]
+    frame = gap.width_sweep(variants, [8, 12], [1.0, 0.5, 0.2], n_layers=3, seeds=[0, 1], metrics=("stable_rank", "gram_stable_rank"), max_width=50)
+    assert sorted(set(zip(frame["gamma"], frame["T"], frame["d"], strict=True))) == [
+        (0.2, 8, 40),
+        (0.5, 8, 16),
+        (0.5, 12, 24),
+        (1.0, 8, 8),
+        (1.0, 12, 12),
+    ]
+    assert len(frame) == 5 * 9 * 4 * 2
+    assert np.isfinite(frame[["stable_rank", "gram_stable_rank"]].to_numpy()).all()
+    one = frame[(frame["variant"] == "A⊥") & (frame["T"] == 12) & (frame["gamma"] == 0.5) & (frame["seed"] == 1)]
+    alone = gap.simulate(gap.GapConfig(T=12, d=24, n_layers=3, fix=True), 1)["gram_stable_rank"][:, 0]
+    np.testing.assert_allclose(one.sort_values("layer")["gram_stable_rank"], alone.numpy(), rtol=1e-12)
+    assert gap.width_sweep_flops(variants, [8, 12], [1.0], n_layers=3, n_seeds=2) > 0
+
+
+def test_width_and_inputs_are_checked():
+    assert gap.width_for(150, 0.2) == 750 and gap.width_for(60, 0.5) == 120
+    with pytest.raises(ParameterError, match="gamma must be in"):
+        gap.width_for(10, 2.0)
+    with pytest.raises(ParameterError, match="gamma must be a number > 0"):
+        gap.width_for(10, 0.0)
+    with pytest.raises(ParameterError, match="configs must share T, d and n_layers"):
+        gap.simulate_many([gap.GapConfig(T=4, d=4, n_layers=1), gap.GapConfig(T=5, d=5, n_layers=1)])
+    with pytest.raises(ParameterError, match="metric must be one of"):
+        gap.simulate(gap.GapConfig(T=4, d=4, n_layers=1), 0, metrics=("rank",))
+    with pytest.raises(ParameterError, match="dtype must be"):
+        gap.simulate(gap.GapConfig(T=4, d=4, n_layers=1), 0, dtype=torch.float16)
+
+
+def test_first_layer_is_the_layer_simulate_ran():
+    config = gap.GapConfig(T=30, d=60, n_layers=1, attention="xavier", fix=True, skip=True)
+    parts = gap.first_layer(config, [4, 6])
+    torch.testing.assert_close(parts["A"].sum(-1), torch.ones(2, 30, dtype=torch.float64))
+    ran = gap.simulate(config, [4, 6], metrics=("stable_rank",))["stable_rank"][1]
+    torch.testing.assert_close(metrics.stable_rank(parts["X1"]), ran, rtol=1e-10, atol=0)
+    # the Xavier trap: the fixed attention branch is tiny next to the skip
+    branch = parts["X1"] - parts["X0"]
+    assert (metrics.frobenius(branch) / metrics.frobenius(parts["X0"])).max() < 0.1
+
+
+def test_loglog_fit_recovers_a_power_law():
+    T = np.array([20, 40, 80, 160])
+    slope, intercept, r2 = gap.loglog_fit(T, 3 * T**0.7)
+    assert slope == pytest.approx(0.7) and intercept == pytest.approx(math.log(3)) and r2 == pytest.approx(1.0)
+    assert gap.loglog_fit(T, [1.0, 2.0, 1.0, 2.0])[2] < 0.5
+    with pytest.raises(ParameterError, match="> 0"):
+        gap.loglog_fit(T, [1.0, 0.0, 1.0, 2.0])
+
+
+def test_free_product_edge_against_gaussian_matrices():
+    assert gap.free_product_edge(0.0) == pytest.approx(4.0)
+    assert gap.free_product_edge(1.0) == pytest.approx(27 / 4)
+    g = torch.Generator().manual_seed(6)
+    for gamma in (1.0, 0.25):
+        T = 400
+        d = int(T / gamma)
+        X = (torch.randn(T, T, generator=g, dtype=torch.float64) / math.sqrt(T)) @ (
+            torch.randn(T, d, generator=g, dtype=torch.float64) / math.sqrt(d)
+        )
+        lam = torch.linalg.eigvalsh(X @ X.T)
+        assert lam.mean().item() == pytest.approx(1.0, rel=0.05)
+        assert (lam**2).mean().item() == pytest.approx(2 + gamma, rel=0.08)
+        assert lam.max().item() == pytest.approx(gap.free_product_edge(gamma), rel=0.05)
+    limits = gap.layer1_limits(1.0)
+    assert limits["identity"]["stable_rank"] == pytest.approx(0.25) and limits["identity"]["gram_stable_rank"] == pytest.approx(0.125)
