@@ -153,28 +153,6 @@ def official_gram_stable_rank(X: torch.Tensor) -> torch.Tensor:
     return torch.where(finite, value, torch.full_like(value, math.nan))
 
 
-def _gram_eigenvalues(X: torch.Tensor) -> torch.Tensor:
-    """Squared singular values of X (ascending, float64), from the eigenvalues of the smaller Gram matrix.
-
-    Why: for the wide X of gamma < 1 (150 x 750), batched svdvals is ~20x slower here than
-    eigvalsh of the 150 x 150 Gram matrix; the stable ranks only need the large sigma, whose
-    absolute error is ~1e-16 sigma_1^2 either way. X is rescaled by its largest entry first
-    (both stable ranks are scale-free), so sigma^4 cannot overflow even in deep runs. A zero
-    or non-finite X gives NaN.
-    """
-    X = X.to(torch.float64)
-    scale = X.abs().amax(dim=(-2, -1), keepdim=True)
-    bad = ~torch.isfinite(scale) | (scale == 0)
-    Xn = torch.where(bad, torch.zeros_like(X), X / torch.where(bad, torch.ones_like(scale), scale)) if bool(bad.any()) else X / scale
-    G = Xn @ Xn.transpose(-1, -2) if X.shape[-2] <= X.shape[-1] else Xn.transpose(-1, -2) @ Xn
-    lam = torch.linalg.eigvalsh(G).clamp_min(0)
-    return torch.where(bad[..., 0], torch.full_like(lam, math.nan), lam) if bool(bad.any()) else lam
-
-
-_GRAM = {
-    "stable_rank": lambda lam: lam.sum(-1) / lam[..., -1],
-    "gram_stable_rank": lambda lam: (lam**2).sum(-1) / lam[..., -1] ** 2,
-}
 METRICS = (*_metrics.METRICS, "official_gram_stable_rank")
 
 
@@ -187,16 +165,10 @@ def _check_metrics(names) -> tuple[str, ...]:
 
 
 def _evaluate(X: torch.Tensor, names: tuple[str, ...]) -> dict[str, torch.Tensor]:
-    """Metrics of X as float64 CPU tensors: stable ranks via the Gram matrix, the rest via collapse.metrics."""
-    out = {}
-    if any(n in _GRAM for n in names):
-        lam = _gram_eigenvalues(X)
-        out.update({n: f(lam) for n, f in _GRAM.items() if n in names})
+    """Metrics of X as float64 CPU tensors (the official float32 metric on request)."""
+    out = _metrics.evaluate(X, [n for n in names if n != "official_gram_stable_rank"])
     if "official_gram_stable_rank" in names:
         out["official_gram_stable_rank"] = official_gram_stable_rank(X)
-    rest = [n for n in names if n not in out]
-    if rest:
-        out.update(_metrics.evaluate(X, rest))
     return {n: out[n].to("cpu", torch.float64) for n in names}
 
 
