@@ -31,6 +31,8 @@ book: install
 
 bench: install
 	$(BIN)/python benchmarks/san_throughput.py
+	$(BIN)/python benchmarks/mtg_stable_rank.py
+	$(BIN)/python benchmarks/mtg_gradients.py
 
 clean:
 	rm -rf _build book/executed

@@ -9,6 +9,8 @@ LayerNorm) and Nait Saada, Naderi & Tanner (ICML 2025, "Mind the Gap"):
     metrics         mu, stable ranks, cosines, numerical rank, sigma_min
     markov          random Markov attention and the quarter-circle law
     gap             the Mind-the-Gap stacks: rank collapse in width and depth, the fix
+    gradients       exact gradient norms of those stacks, by structure or autograd
+    training        a small attention-only model and batched training, with and without the fix
     counterexample  the LayerNorm counterexample and Theorem 3's equilibria
     theory          the Theorem 1 / Theorem 2 / Corollary 1 bounds
     fit             fitted collapse rates (slopes of log mu)
@@ -17,9 +19,25 @@ LayerNorm) and Nait Saada, Naderi & Tanner (ICML 2025, "Mind the Gap"):
     plotting        the book's figure style
 """
 
-from . import attention, counterexample, fit, gap, markov, masks, metrics, report, san, sweep, theory
+from . import attention, counterexample, fit, gap, gradients, markov, masks, metrics, report, san, sweep, theory, training
 from .checks import ParameterError
 
 __version__ = "0.1.0"
 
-__all__ = ["attention", "counterexample", "fit", "gap", "markov", "masks", "metrics", "report", "san", "sweep", "theory", "ParameterError", "__version__"]
+__all__ = [
+    "attention",
+    "counterexample",
+    "fit",
+    "gap",
+    "gradients",
+    "markov",
+    "masks",
+    "metrics",
+    "report",
+    "san",
+    "sweep",
+    "theory",
+    "training",
+    "ParameterError",
+    "__version__",
+]

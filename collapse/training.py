@@ -1,0 +1,288 @@
+"""Does the fix help training? A small attention-only regression (PAPERS.md M7).
+
+The task follows the Mind-the-Gap code's (since removed) training script: a stack of
+`depth` attention-only layers X <- A X W_V (one head, no skip, no LayerNorm, no MLP),
+isometric inputs X (T x d), an entrywise target f(X) (Heaviside H(x), or the script's
+default sigmoid(20 (x + 1/2))), MSE loss, Adam, one full batch of `n_samples`
+inputs, `steps` steps. Value weights start N(0, 1) (unscaled, as in the official
+configs); attention is either a fixed random Markov matrix per layer ("markov": only
+W_V trains) or key-query attention softmax(X W_Q (X W_K)^T / sqrt(d)) with trainable
+W_Q, W_K drawn Xavier ("xavier", std 1/sqrt(d)) or N(0, 1) ("normal"). The fix
+replaces every A by A - (1/T) 1 1^T.
+
+One call trains every (seed, learning rate, fix) combination at once: the models are
+independent slices of batched tensors, and Adam (written out, elementwise) takes a
+per-model learning rate. With the same seed, the fixed and unfixed models share
+their data and their initial weights, so their comparison is paired.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy import stats
+
+from . import gap
+from .checks import ParameterError, check_choice, check_float, check_int
+from .markov import random_markov
+
+__all__ = [
+    "TrainConfig",
+    "TARGETS",
+    "KINDS",
+    "VALUE_INITS",
+    "target",
+    "init_weights",
+    "forward",
+    "adam_step",
+    "train",
+    "model_bytes",
+    "best_lr",
+    "paired_ratio_ci",
+    "train_flops",
+    "run_grid",
+    "summary",
+    "benefit",
+]
+
+KINDS = ("markov", "normal", "xavier")
+TARGETS = ("heaviside", "sigmoid", "heaviside_centred")
+VALUE_INITS = ("normal", "scaled")
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training task; validated on construction."""
+
+    T: int
+    d: int
+    depth: int
+    attention: str = "normal"
+    n_samples: int = 50
+    steps: int = 50
+    target: str = "heaviside"
+    dtype: str = "float32"
+    value_init: str = "normal"
+
+    def __post_init__(self):
+        for name in ("T", "d", "depth", "n_samples"):
+            check_int(name, getattr(self, name), minimum=1)
+        check_int("steps", self.steps, minimum=0)
+        check_choice("attention", self.attention, KINDS)
+        check_choice("target", self.target, TARGETS)
+        check_choice("dtype", self.dtype, tuple(_DTYPES))
+        check_choice("value_init", self.value_init, VALUE_INITS)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return _DTYPES[self.dtype]
+
+
+def target(X: torch.Tensor, name: str) -> torch.Tensor:
+    """The entrywise target f(X): Heaviside H(x) (H(0) = 0), sigmoid(20 (x + 1/2)), or H(x) - 1/2.
+
+    Why the centred one: H(x) has mean 1/2, a component constant over tokens, which is
+    exactly the direction the fix removes from every attention output; H(x) - 1/2 asks
+    for the same sign pattern without it.
+    """
+    check_choice("target", name, TARGETS)
+    if name == "sigmoid":
+        return torch.sigmoid(20 * (X + 0.5))
+    return (X > 0).to(X.dtype) - (0.5 if name == "heaviside_centred" else 0.0)
+
+
+def _data(config: TrainConfig, seed: int) -> torch.Tensor:
+    g = gap.seed_generator(seed, stream=1)
+    return torch.stack([gap.isometric_input(config.T, config.d, generator=g) for _ in range(config.n_samples)])
+
+
+def init_weights(config: TrainConfig, seed: int) -> dict[str, torch.Tensor]:
+    """Per-layer initial weights for one seed, stacked over layers (float64, CPU).
+
+    "W_V" (depth, d, d) ~ N(0, 1) (value_init "normal", the official configs) or
+    N(0, 1/d) ("scaled", which keeps the signal's scale through the layers); "A"
+    (depth, T, T) fixed Markov attention, or "W_Q", "W_K" (depth, d, d) with std
+    1/sqrt(d) (xavier) or 1 (normal). The draws do not depend on value_init's scale.
+    """
+    g = gap.seed_generator(seed, stream=2)
+    L, T, d = config.depth, config.T, config.d
+    weights = {"W_V": torch.randn(L, d, d, generator=g, dtype=torch.float64) / (math.sqrt(d) if config.value_init == "scaled" else 1.0)}
+    if config.attention == "markov":
+        weights["A"] = random_markov(T, generator=g, batch=(L,))
+    else:
+        std = 1 / math.sqrt(d) if config.attention == "xavier" else 1.0
+        weights["W_Q"] = torch.randn(L, d, d, generator=g, dtype=torch.float64) * std
+        weights["W_K"] = torch.randn(L, d, d, generator=g, dtype=torch.float64) * std
+    return weights
+
+
+def forward(X: torch.Tensor, weights: dict[str, torch.Tensor], shift: torch.Tensor) -> torch.Tensor:
+    """The stack on X (..., B, T, d); weights (..., L, d, d) per model; shift (...,): 1/T where fixed, else 0.
+
+    Leading dims of X, the weights and shift broadcast (models x data).
+    """
+    s = shift[..., None, None, None]
+    for layer in range(weights["W_V"].shape[-3]):
+        if "A" in weights:
+            A = weights["A"][..., layer, :, :].unsqueeze(-3)
+        else:
+            Q, K = _right(X, weights["W_Q"][..., layer, :, :]), _right(X, weights["W_K"][..., layer, :, :])
+            A = torch.softmax(Q @ K.transpose(-1, -2) / math.sqrt(X.shape[-1]), dim=-1)
+        X = (A - s) @ _right(X, weights["W_V"][..., layer, :, :])
+    return X
+
+
+def _right(X: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    """X @ W for X (..., B, T, d) and one W (..., d, d) per model: the B inputs share W, so
+    their tokens stack into one (B T) x d matrix product per model instead of B small ones."""
+    return (X.flatten(-3, -2) @ W).unflatten(-2, X.shape[-3:-1])
+
+
+def adam_step(param, grad, m, v, step: int, lr, betas=(0.9, 0.999), eps: float = 1e-8) -> None:
+    """One in-place Adam update (torch.optim.Adam's defaults) with a broadcastable per-model lr.
+
+    Why written out: torch.optim.Adam takes one lr per parameter tensor, and here one
+    tensor holds many models that each need their own lr.
+    """
+    b1, b2 = betas
+    m.mul_(b1).add_(grad, alpha=1 - b1)
+    v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+    denom = (v / (1 - b2**step)).sqrt_().add_(eps)
+    param.sub_(lr * (m / (1 - b1**step)) / denom)
+
+
+def _check_lrs(lrs) -> list[float]:
+    lrs = [lrs] if isinstance(lrs, (int, float)) else list(lrs)
+    if not lrs:
+        raise ParameterError("lrs must name at least one learning rate")
+    return [check_float("lr", lr, positive=True) for lr in lrs]
+
+
+def _train_block(config: TrainConfig, seeds: list[int], lrs: list[float], fixes: list[bool], device) -> torch.Tensor:
+    """`train` for one block of models held in memory at once."""
+    dt = config.torch_dtype
+    X = torch.stack([_data(config, s) for s in seeds]).to(device=device, dtype=dt)[:, None, None]  # (S, 1, 1, B, T, d)
+    Y = target(X, config.target)
+    init = [init_weights(config, s) for s in seeds]
+    shape = (len(seeds), len(lrs), len(fixes))
+    stacked = {k: torch.stack([w[k] for w in init]).to(device=device, dtype=dt)[:, None, None] for k in init[0]}
+    params = {k: v.expand(*shape, *v.shape[3:]).clone() for k, v in stacked.items()}
+    trainable = [k for k in params if k != "A"]
+    for k in trainable:
+        params[k].requires_grad_(True)
+    shift = torch.tensor([1 / config.T if f else 0.0 for f in fixes], dtype=dt, device=device)
+    lr = torch.tensor(lrs, dtype=dt, device=device)[:, None, None, None, None]  # broadcast over (S, lr, fix, L, d, d)
+    moments = {k: (torch.zeros_like(params[k]), torch.zeros_like(params[k])) for k in trainable}
+    history = []
+    for step in range(config.steps + 1):
+        loss = (forward(X, params, shift) - Y).square().mean((-3, -2, -1))  # (S, n_lr, n_fix)
+        history.append(loss.detach().to("cpu", torch.float64))
+        if step == config.steps:
+            break
+        grads = torch.autograd.grad(loss.sum(), [params[k] for k in trainable])
+        with torch.no_grad():
+            for k, g in zip(trainable, grads, strict=True):
+                adam_step(params[k], g, *moments[k], step + 1, lr)
+    return torch.stack(history)
+
+
+def model_bytes(config: TrainConfig) -> float:
+    """Rough memory one model's training holds (activations saved for the backward pass)."""
+    T, d = config.T, config.d
+    per_layer = (3 * T * T + 4 * T * d) if config.attention != "markov" else (T * T + 3 * T * d)
+    return float(per_layer * config.depth * config.n_samples * torch.finfo(config.torch_dtype).bits // 8)
+
+
+def train(config: TrainConfig, seeds: int | Sequence[int], lrs, fixes=(False, True), *, device=None, max_bytes: float = 2e9) -> torch.Tensor:
+    """Losses (steps + 1, n_seeds, n_lrs, n_fixes): the MSE before training and after each step.
+
+    Every (seed, lr, fix) model trains at once, in blocks of models that fit in
+    `max_bytes` (a block's results do not depend on the blocking: models are
+    independent). A model whose loss turns NaN or inf keeps that value; the other
+    models are unaffected.
+    """
+    seeds = [seeds] if isinstance(seeds, int) else [check_int("seed", s, minimum=0) for s in seeds]
+    if not seeds:
+        raise ParameterError("seeds must name at least one seed")
+    lrs, fixes = _check_lrs(lrs), [bool(f) for f in fixes]
+    per_pair = model_bytes(config) * len(fixes)
+    lr_step = max(1, min(len(lrs), int(max_bytes // per_pair)))
+    seed_step = max(1, int(max_bytes // (per_pair * lr_step)))
+    rows = []
+    for s0 in range(0, len(seeds), seed_step):
+        blocks = [_train_block(config, seeds[s0 : s0 + seed_step], lrs[l0 : l0 + lr_step], fixes, device) for l0 in range(0, len(lrs), lr_step)]
+        rows.append(torch.cat(blocks, dim=2))
+    return torch.cat(rows, dim=1)
+
+
+def best_lr(final: torch.Tensor) -> torch.Tensor:
+    """Index of the learning rate with the lowest mean final loss over seeds, per fix: final (S, n_lr, n_fix).
+
+    A non-finite loss counts as +inf, so a diverged lr is never chosen unless every lr diverged.
+    """
+    f = torch.where(torch.isfinite(final), final, torch.full_like(final, math.inf))
+    return f.mean(0).argmin(0)
+
+
+def paired_ratio_ci(fixed, plain, level: float = 0.95) -> tuple[float, float, float]:
+    """Geometric-mean ratio fixed/plain over paired seeds, with a Student-t CI on the log ratio.
+
+    Returns (ratio, low, high); NaN where fewer than 2 finite pairs exist.
+    """
+    r = np.log(np.asarray(fixed, dtype=float)) - np.log(np.asarray(plain, dtype=float))
+    r = r[np.isfinite(r)]
+    if r.size < 2:
+        return (math.nan, math.nan, math.nan)
+    half = stats.t.ppf(0.5 + level / 2, r.size - 1) * r.std(ddof=1) / math.sqrt(r.size)
+    return (float(np.exp(r.mean())), float(np.exp(r.mean() - half)), float(np.exp(r.mean() + half)))
+
+
+def train_flops(config: TrainConfig, n_models: int) -> float:
+    """Rough FLOPs of `train` (forward + backward ~ 3x forward), for the notebook's ETA."""
+    T, d = config.T, config.d
+    layer = 2 * T * d * d + 2 * T * T * d + (0 if config.attention == "markov" else 4 * T * d * d + 2 * T * T * d)
+    return float(3 * layer * config.depth * config.n_samples * (config.steps + 1) * n_models)
+
+
+def run_grid(kinds, depths, seeds, lrs, *, device=None, **task) -> dict:
+    """`train` for every attention kind and depth: {(kind, depth): losses (steps+1, S, n_lr, 2)}.
+
+    task: the other TrainConfig fields (T, d, n_samples, steps, target, dtype, value_init).
+    """
+    return {(k, L): train(TrainConfig(attention=k, depth=L, **task), seeds, lrs, device=device) for k in kinds for L in depths}
+
+
+def _at_best(losses: torch.Tensor) -> torch.Tensor:
+    """The loss curves (steps+1, S, n_fix) at each fix setting's best learning rate."""
+    best = best_lr(losses[-1])
+    return torch.stack([losses[:, :, b, j] for j, b in enumerate(best.tolist())], dim=-1)
+
+
+def summary(runs: dict, lrs) -> pd.DataFrame:
+    """Per (kind, depth, fix): best lr, mean initial and final loss, and the seed-mean of final/initial."""
+    rows = []
+    for (kind, depth), losses in runs.items():
+        curves, best = _at_best(losses), best_lr(losses[-1]).tolist()
+        for j, fix in enumerate((False, True)):
+            c = curves[..., j]
+            rows.append((kind, depth, fix, lrs[best[j]], c[0].mean().item(), c[-1].mean().item(), c[-1].std().item(), (c[-1] / c[0]).mean().item()))
+    columns = ["kind", "depth", "fix", "best lr", "initial", "final", "final std", "final / initial"]
+    return pd.DataFrame(rows, columns=columns).set_index(["kind", "depth", "fix"])
+
+
+def benefit(runs: dict, level: float = 0.95) -> pd.DataFrame:
+    """Per (kind, depth): final(fix)/final(no fix) at each arm's best lr, geometric mean over the
+    paired seeds with its Student-t CI (`paired_ratio_ci`), and whether a benefit is claimed
+    (the whole CI below 0.95, PAPERS.md M7)."""
+    rows = {}
+    for key, losses in runs.items():
+        final = _at_best(losses)[-1].numpy()
+        ratio, lo, hi = paired_ratio_ci(final[:, 1], final[:, 0], level)
+        rows[key] = {"ratio": ratio, "ci low": lo, "ci high": hi, "benefit claimed": bool(hi < 0.95)}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis(["kind", "depth"])

@@ -1,0 +1,145 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from collapse import gap, gradients, metrics
+from collapse.checks import ParameterError
+
+torch.set_num_threads(1)
+
+
+def rel(a, b):
+    return ((a - b).abs() / b.abs()).max().item()
+
+
+@pytest.mark.parametrize("fix", [False, True])
+@pytest.mark.parametrize("skip", [False, True])
+def test_closed_forms_match_the_materialised_jacobian(fix, skip):
+    """PAPERS M5: the structured forms agree with full autograd to 1e-8 relative, at every depth."""
+    config = gap.GapConfig(T=7, d=5, n_layers=4, fix=fix, skip=skip)
+    net = gradients.draw(config, [0, 1])
+    closed = gradients.closed_form_skip(net) if skip else gradients.closed_form_plain(net)
+    reference = torch.stack([gradients.jacobian_norm(net, L) for L in range(1, 5)])
+    assert closed.shape == (4, 2)
+    assert rel(closed, reference) < 1e-8
+
+
+@pytest.mark.parametrize("attention", ["markov", "xavier", "normal"])
+@pytest.mark.parametrize("skip, layernorm", [(False, False), (True, False), (False, True), (True, True)])
+def test_chunked_vjp_matches_the_materialised_jacobian(attention, skip, layernorm):
+    config = gap.GapConfig(T=6, d=4, n_layers=3, attention=attention, fix=True, skip=skip, layernorm=layernorm)
+    net = gradients.draw(config, [2, 3])
+    for L in (1, 3):
+        # a chunk that does not divide T*d = 24 exercises the last, partial chunk
+        assert rel(gradients.autograd_norm(net, L, chunk=5), gradients.jacobian_norm(net, L)) < 1e-10
+
+
+def test_plain_closed_form_by_hand():
+    """||A2 A1 X0||^2 ||W2||^2 at depth 2, from the stored matrices."""
+    net = gradients.draw(gap.GapConfig(T=5, d=5, n_layers=2, fix=True), 4)
+    A1, A2 = (a[0] - 1 / 5 for a in net.A)
+    expected = (A2 @ A1 @ net.X0[0]).square().sum() * net.W[1][0].square().sum()
+    assert gradients.closed_form_plain(net)[1, 0].item() == pytest.approx(expected.item(), rel=1e-12)
+
+
+def test_skip_expansion_has_more_terms_than_the_plain_product():
+    """With skip, the subset S = {2..L} is the plain term; the other subsets add to it (positive Gram sum)."""
+    plain = gradients.draw(gap.GapConfig(T=8, d=8, n_layers=3), range(3))
+    skip = gradients.draw(gap.GapConfig(T=8, d=8, n_layers=3, skip=True), range(3))
+    # same draws: the skip flag changes the forward pass but not what is drawn for Markov attention
+    for a, b in zip(plain.A, skip.A, strict=True):
+        assert torch.equal(a, b)
+    assert (gradients.closed_form_skip(skip) > 0).all()
+    assert not torch.allclose(gradients.closed_form_skip(skip), gradients.closed_form_plain(plain))
+
+
+def test_networks_are_those_of_gap_simulate():
+    """The same seed gives the same network as gap.simulate (so gradients and stable ranks agree)."""
+    for attention in ("markov", "normal"):
+        config = gap.GapConfig(T=10, d=10, n_layers=3, attention=attention, fix=True, skip=True)
+        net = gradients.draw(config, [3, 4])
+        X = gradients.forward(net, net.W[0])
+        simulated = gap.simulate(config, [3, 4], metrics=("gram_stable_rank",))["gram_stable_rank"][-1]
+        torch.testing.assert_close(metrics.gram_stable_rank(X), simulated, rtol=1e-12, atol=0)
+
+
+def test_keyquery_draws_match_gap():
+    g1, g2 = gap.seed_generator(5), gap.seed_generator(5)
+    X = gap.isometric_input(9, 9, generator=gap.seed_generator(6))
+    for kind in ("xavier", "normal"):
+        W_Q, W_K = gradients._draw_keyquery(9, 9, kind, g1)
+        A = torch.softmax((X @ W_Q) @ (X @ W_K).T / 3.0, dim=-1)
+        assert torch.equal(A, gap.attention_matrices(X, kind, g2))
+
+
+def test_depth_prefixes_and_exact_norms_dispatch():
+    net = gradients.draw(gap.GapConfig(T=6, d=6, n_layers=3, skip=True), [0])
+    every = gradients.exact_norms(net)
+    assert every.shape == (3, 1)
+    torch.testing.assert_close(gradients.exact_norms(net, [2]), every[1:2])
+    shallow = gradients.draw(gap.GapConfig(T=6, d=6, n_layers=2, skip=True), [0])
+    torch.testing.assert_close(gradients.exact_norms(shallow), every[:2], rtol=1e-12, atol=0)
+    ln = gradients.draw(gap.GapConfig(T=6, d=6, n_layers=2, layernorm=True), [0])
+    assert rel(gradients.exact_norms(ln, [2])[0], gradients.jacobian_norm(ln, 2)) < 1e-10
+
+
+def test_markov_slopes_without_and_with_the_fix():
+    """PAPERS M5 [P]: at L = 2, slope ~1.9 without the fix and lower with it, level lower by > 2 nats."""
+    Ts = [10, 20, 40]
+    logs = {}
+    for fix in (False, True):
+        nets = [gradients.draw(gap.GapConfig(T=T, d=T, n_layers=2, fix=fix), range(5)) for T in Ts]
+        logs[fix] = np.array([gradients.exact_norms(net, [2])[0].log().mean().item() for net in nets])
+    slope_plain, _ = gradients.loglog_fit(Ts, np.exp(logs[False]))
+    slope_fixed, _ = gradients.loglog_fit(Ts, np.exp(logs[True]))
+    assert slope_plain > 1.7 and slope_plain - slope_fixed > 0.2
+    assert (logs[False] - logs[True] > 2).all()
+
+
+def test_loglog_fit_recovers_a_power_and_skips_bad_entries():
+    T = np.array([10.0, 20.0, 40.0, 80.0])
+    values = np.stack([3 * T**2, 0.5 * T**1.5], axis=1)
+    values[0, 1] = np.nan
+    slope, intercept = gradients.loglog_fit(T, values)
+    np.testing.assert_allclose(slope, [2.0, 1.5])
+    np.testing.assert_allclose(intercept, [math.log(3), math.log(0.5)])
+    assert np.isnan(gradients.loglog_fit([10, 20], np.array([1.0, -1.0]))[0])
+
+
+def test_frozen_attention_separates_the_value_path():
+    """For key-query A(X), holding A at its forward values gives the Markov closed form's value-path norm."""
+    net = gradients.draw(gap.GapConfig(T=6, d=6, n_layers=2, attention="normal", fix=True), [0, 1])
+    frozen = gradients.frozen_attention(net)
+    assert frozen.QK is None and frozen.config.attention == "markov"
+    assert rel(gradients.exact_norms(frozen, [2])[0], gradients.jacobian_norm(frozen, 2)) < 1e-10
+    # with the attention path included, the norm differs
+    assert rel(gradients.exact_norms(net, [2])[0], gradients.exact_norms(frozen, [2])[0]) > 1e-3
+
+
+def test_bad_inputs():
+    net = gradients.draw(gap.GapConfig(T=4, d=4, n_layers=2, layernorm=True), 0)
+    with pytest.raises(ParameterError, match="needs Markov or identity attention, no LayerNorm and skip=False"):
+        gradients.closed_form_plain(net)
+    with pytest.raises(ParameterError, match="depth must be at most the network's 2 layers"):
+        gradients.autograd_norm(net, 3)
+    with pytest.raises(ParameterError, match="seeds must name at least one seed"):
+        gradients.draw(gap.GapConfig(T=4, d=4, n_layers=1), [])
+    with pytest.raises(ParameterError, match="chunk must be an int >= 1"):
+        gradients.autograd_norm(net, 1, chunk=0)
+
+
+def test_norm_grid_and_fit_table():
+    frame = gradients.norm_grid(["markov", "xavier"], ["plain", "ln"], [6, 12], [1, 2], [0, 1])
+    assert len(frame) == 2 * 2 * 2 * 2 * 2 * 2
+    assert set(frame["method"]) == {"closed form", "autograd"}
+    row = frame.query("kind == 'markov' and variant == 'plain' and fix and T == 12 and L == 2 and seed == 1")
+    net = gradients.draw(gap.GapConfig(T=12, d=12, n_layers=2, fix=True), [0, 1])
+    assert row["norm"].item() == pytest.approx(gradients.closed_form_plain(net)[1, 1].item(), rel=1e-12)
+    table = gradients.fit_table(frame)
+    assert list(table.columns) == ["slope", "n_zero", "log T=6", "log T=12"]
+    key = ("markov", "plain", True, 2)
+    means = frame.query("kind == 'markov' and variant == 'plain' and fix and L == 2").groupby("T")["log_norm"].mean()
+    assert table.loc[key, "slope"] == pytest.approx((means[12] - means[6]) / math.log(2))
+    assert (table["n_zero"] == 0).all()
