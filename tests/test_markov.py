@@ -1,4 +1,5 @@
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -78,6 +79,124 @@ def test_iterative_on_markov_resolves_the_outlier_and_the_bulk_edge():
     torch.testing.assert_close(markov.top_singular_values(A, 4), torch.linalg.svdvals(A)[:4], rtol=0, atol=1e-8)
 
 
+def _markov(T, seed, batch=()):
+    return markov.random_markov(T, generator=torch.Generator().manual_seed(seed), batch=batch)
+
+
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_lanczos_agrees_with_full_svd_to_1e8_on_markov_matrices(k):
+    """The issue's accuracy target: the iterative values equal the dense SVD's to 1e-8 (sigma_1 ~ 1 here)."""
+    A = _markov(1024, 5)
+    values, info = markov.lanczos_singular_values(A, k)
+    assert info["converged"] and values.shape == (k,)
+    torch.testing.assert_close(values, torch.linalg.svdvals(A)[:k], rtol=0, atol=1e-8)
+    torch.testing.assert_close(markov.top_singular_values(A, k, method="lanczos"), values, rtol=0, atol=0)
+
+
+def test_lanczos_is_cheap_and_deterministic():
+    """sigma_1, sigma_2 of a 2048 x 2048 Markov matrix in well under T/10 products (a full SVD is ~T^3 work); same seed, same bits."""
+    A = _markov(2048, 6)
+    values, info = markov.lanczos_singular_values(A, 2)
+    assert info["passes"] <= 120, info
+    again, _ = markov.lanczos_singular_values(A, 2)
+    assert torch.equal(values, again)
+    other, _ = markov.lanczos_singular_values(A, 2, seed=1)
+    torch.testing.assert_close(other, values, rtol=0, atol=1e-8)
+
+
+def test_isolated_outlier_is_certified_by_its_residual():
+    """sigma_1 ~ 1 sits far above the bulk (~2/sqrt(T)): a handful of steps certify it, residual <= tol."""
+    values, info = markov.lanczos_singular_values(_markov(1500, 7), 1, tol=1e-12)
+    assert info["certified"] and info["residual"] <= 1e-12 and info["passes"] <= 20
+    assert values.item() == pytest.approx(1 + 0.5 / 1500, abs=2e-4)
+
+
+@pytest.mark.parametrize("shape, k, block, max_dim", [((2, 600, 650), 3, 1, None), ((650, 600), 4, 1, 24), ((500, 500), 3, 4, None)])
+def test_lanczos_general_matrices_batches_restarts_and_blocks(shape, k, block, max_dim):
+    """Gaussian matrices (no outlier), both orientations, a batch, thick restarts (max_dim small) and blocks."""
+    A = torch.randn(*shape, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    values, info = markov.lanczos_singular_values(A, k, block=block, max_dim=max_dim)
+    full = torch.linalg.svdvals(A)[..., :k]
+    assert info["converged"] and values.shape == full.shape
+    torch.testing.assert_close(values, full, rtol=0, atol=1e-8 * full[..., :1].max().item())
+    if max_dim is not None:
+        assert info["dim"] <= max_dim and info["steps"] > max_dim  # it did restart
+
+
+def test_lanczos_on_degenerate_matrices():
+    zero, info = markov.lanczos_singular_values(torch.zeros(50, 50), 2)
+    assert torch.equal(zero, torch.zeros(2, dtype=torch.float64)) and info["certified"]
+    uniform, info = markov.lanczos_singular_values(torch.full((600, 600), 1 / 600, dtype=torch.float64), 2)
+    torch.testing.assert_close(uniform, torch.tensor([1.0, 0.0], dtype=torch.float64), rtol=0, atol=1e-12)
+    small, info = markov.lanczos_singular_values(_markov(5, 1), 5)  # the whole space: exact
+    torch.testing.assert_close(small, torch.linalg.svdvals(_markov(5, 1)), rtol=0, atol=1e-13)
+
+
+def test_lanczos_warns_when_it_runs_out_of_steps_and_keeps_threads():
+    threads = torch.get_num_threads()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, info = markov.lanczos_singular_values(_markov(800, 2), 2, max_steps=4)
+    assert not info["converged"] and any("Lanczos stopped after 4 steps" in str(w.message) for w in caught)
+    assert torch.get_num_threads() == threads
+
+
+def test_settled_extrapolates_geometric_convergence_only():
+    geometric = [torch.tensor([[1.0, 0.5 - 0.1 * 0.5**j]], dtype=torch.float64) for j in range(40)]
+    assert markov._settled(geometric, 1e-9, 5).all()
+    assert not markov._settled(geometric[:20], 1e-9, 5)[0, 1]  # still moving by ~1e-7
+    steady = [torch.tensor([[1.0, 0.5 + 1e-10 * j]], dtype=torch.float64) for j in range(40)]  # constant drift never settles
+    assert not markov._settled(steady, 1e-9, 5)[0, 1]
+    assert not markov._settled(geometric[:10], 1.0, 5).any()  # too short a history
+
+
+def test_auto_uses_lanczos_for_large_matrices():
+    A = _markov(600, 9, batch=(2,))
+    auto = markov.top_singular_values(A, 2)
+    torch.testing.assert_close(auto, markov.top_singular_values(A, 2, method="lanczos"), rtol=0, atol=0)
+    torch.testing.assert_close(auto, torch.linalg.svdvals(A)[..., :2], rtol=0, atol=1e-8)
+
+
+def test_eigenvalues_sorted_by_modulus_and_second_moment():
+    A = _markov(300, 10)
+    values = markov.eigenvalues(A)
+    assert values.dtype == torch.complex128 and values.shape == (300,)
+    assert abs(values[0] - 1) < 1e-12
+    assert torch.all(values.abs()[:-1] >= values.abs()[1:])
+    assert markov.second_moment([1.0, 3.0]) == 5.0
+
+
+def test_matched_distance_matches_multisets_not_orders():
+    rng = np.random.default_rng(11)
+    values = rng.normal(size=50) + 1j * rng.normal(size=50)
+    assert markov.matched_distance(values, rng.permutation(values)) == 0.0
+    moved = values.copy()
+    moved[7] += 1e-3
+    assert markov.matched_distance(values, rng.permutation(moved)) == pytest.approx(1e-3, rel=1e-9)
+    batch = np.stack([values, values])
+    assert markov.matched_distance(batch, np.stack([values, moved])) == pytest.approx(1e-3, rel=1e-9)
+
+
+def test_deflation_of_a_markov_matrix_replaces_eigenvalue_one_by_zero():
+    """PAPERS M2 on one matrix: A - 11^T/T has A's eigenvalues with 1 replaced by 0."""
+    from collapse.attention import remove_outlier
+
+    A = _markov(200, 12)
+    before, after = markov.eigenvalues(A).numpy(), markov.eigenvalues(remove_outlier(A)).numpy()
+    assert markov.matched_distance(before, after) > 0.9  # nothing in the deflated spectrum is near 1
+    before[0] = 0
+    assert markov.matched_distance(before, after) < 1e-12
+
+
+def test_logit_std_recovers_the_logit_spread():
+    g = torch.Generator().manual_seed(13)
+    S = 0.3 * torch.randn(4, 100, 100, generator=g, dtype=torch.float64)
+    expected = (S - S.mean(-1, keepdim=True)).flatten(-2).std(-1)
+    torch.testing.assert_close(markov.logit_std(torch.softmax(S, -1)), expected)
+    assert markov.logit_std(torch.full((5, 5), 0.2)).item() == pytest.approx(0.0, abs=1e-12)
+    assert markov.logit_std(_markov(400, 14)).item() == pytest.approx(math.sqrt(math.log(2)), rel=0.02)  # G ~ N(., ln 2)
+
+
 @pytest.mark.parametrize(
     "call, match",
     [
@@ -85,7 +204,14 @@ def test_iterative_on_markov_resolves_the_outlier_and_the_bulk_edge():
         (lambda: markov.random_markov(3.5), "T must be an int >= 1"),
         (lambda: markov.top_singular_values(torch.eye(4), 5), r"k must be at most min\(rows, cols\) = 4"),
         (lambda: markov.top_singular_values(torch.eye(4), 4, method="iterative"), "method 'iterative' needs k < min"),
-        (lambda: markov.top_singular_values(torch.eye(4), 2, method="lanczos"), "method must be one of auto, full, iterative"),
+        (lambda: markov.top_singular_values(torch.eye(4), 2, method="arnoldi"), "method must be one of auto, full, iterative, lanczos"),
+        (lambda: markov.lanczos_singular_values(torch.eye(4), 5), r"k must be at most min\(rows, cols\) = 4"),
+        (lambda: markov.lanczos_singular_values(torch.eye(4), 1, tol=0.0), "tol must be a number > 0"),
+        (lambda: markov.lanczos_singular_values(torch.eye(4), 1, block=0), "block must be an int >= 1"),
+        (lambda: markov.lanczos_singular_values(torch.eye(40), 6, max_dim=4), r"max_dim must be at least k \+ block = 7"),
+        (lambda: markov.eigenvalues(torch.ones(3, 4)), "A must be square"),
+        (lambda: markov.second_moment([]), "samples must not be empty"),
+        (lambda: markov.matched_distance([1.0, 2.0], [1.0]), "a and b must be non-empty with the same shape"),
         (lambda: markov.ks_distance([]), "samples must not be empty"),
     ],
 )
