@@ -157,11 +157,7 @@ METRICS = (*_metrics.METRICS, "official_gram_stable_rank")
 
 
 def _check_metrics(names) -> tuple[str, ...]:
-    names = (names,) if isinstance(names, str) else tuple(names)
-    for name in names:
-        if name not in METRICS:
-            raise ParameterError(f"metric must be one of {', '.join(METRICS)}; got {name!r}")
-    return names
+    return _metrics.check_metric_names(names, METRICS)
 
 
 def _evaluate(X: torch.Tensor, names: tuple[str, ...]) -> dict[str, torch.Tensor]:

@@ -134,12 +134,13 @@ _FROM_SVD = {
 }
 
 
-def check_metric_names(names) -> tuple[str, ...]:
-    """Return `names` as a tuple, raising on any name not in METRICS."""
+def check_metric_names(names, allowed=None) -> tuple[str, ...]:
+    """Return `names` as a tuple, raising on any name not in `allowed` (default: METRICS)."""
+    allowed = tuple(METRICS if allowed is None else allowed)
     names = (names,) if isinstance(names, str) else tuple(names)
     for name in names:
-        if name not in METRICS:
-            raise ParameterError(f"metric must be one of {', '.join(METRICS)}; got {name!r}")
+        if name not in allowed:
+            raise ParameterError(f"metric must be one of {', '.join(allowed)}; got {name!r}")
     return names
 
 
