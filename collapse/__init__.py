@@ -11,6 +11,8 @@ LayerNorm) and Nait Saada, Naderi & Tanner (ICML 2025, "Mind the Gap"):
     gap             the Mind-the-Gap stacks: rank collapse in width and depth, the fix
     gradients       exact gradient norms of those stacks, by structure or autograd
     training        a small attention-only model and batched training, with and without the fix
+    pretrained      BERT- and GPT-2-family checkpoints from local weights (default: packaged MiniLM-L6)
+    corpus          offline English text cut into seeded windows of the model's tokens
     counterexample  the LayerNorm counterexample and Theorem 3's equilibria
     theory          the Theorem 1 / Theorem 2 / Corollary 1 bounds
     fit             fitted collapse rates (slopes of log mu)
@@ -19,13 +21,14 @@ LayerNorm) and Nait Saada, Naderi & Tanner (ICML 2025, "Mind the Gap"):
     plotting        the book's figure style
 """
 
-from . import attention, counterexample, fit, gap, gradients, markov, masks, metrics, report, san, sweep, theory, training
+from . import attention, corpus, counterexample, fit, gap, gradients, markov, masks, metrics, pretrained, report, san, sweep, theory, training
 from .checks import ParameterError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "attention",
+    "corpus",
     "counterexample",
     "fit",
     "gap",
@@ -33,6 +36,7 @@ __all__ = [
     "markov",
     "masks",
     "metrics",
+    "pretrained",
     "report",
     "san",
     "sweep",

@@ -8,6 +8,7 @@ of the variants Wu et al. compare:
     ln         X' = LN(SA(X))                (post-LN, Theorem 2 with scale-only LN)
     skip_ln    X' = LN(X + SA(X))            (post-LN transformer without MLP)
     full       H = LN(X + SA(X)); X' = LN(H + MLP(H))   (BERT layer)
+               with pre_ln: H = X + SA(LN(X)); X' = H + MLP(LN(H))   (GPT-2 layer)
 
 SA(X) = concat_h(A_h(X) X W_V^h) W_O: with one head, no W_O and no bias (the toys of
 the theory) it is A(X) X W_V. Weights act on the right (X @ W). Every layer gets
@@ -35,6 +36,8 @@ __all__ = ["VARIANTS", "INITS", "SANConfig", "LayerWeights", "init_layer", "init
 
 VARIANTS = ("attention", "skip", "ln", "skip_ln", "full")
 INITS = ("torch_default", "bert_normal", "orthogonal_v", "spectral_v")
+# BERT's exact GELU and GPT-2's tanh approximation ("gelu_new").
+ACTIVATIONS = {"gelu": torch.nn.functional.gelu, "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh")}
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ class SANConfig:
     d_ff: int | None = None
     qk_gain: float = 1.0
     remove_outlier: bool = False
+    pre_ln: bool = False
+    activation: str = "gelu"
 
     def __post_init__(self):
         check_int("d", self.d, minimum=1)
@@ -67,6 +72,7 @@ class SANConfig:
         check_float("qk_gain", self.qk_gain, minimum=0.0)
         if self.d_ff is not None:
             check_int("d_ff", self.d_ff, minimum=1)
+        check_choice("activation", self.activation, ACTIVATIONS)
 
     @classmethod
     def bert(cls, variant: str = "attention", n_layers: int = 12, **overrides) -> SANConfig:
@@ -213,6 +219,8 @@ def _layernorm(X, config: SANConfig, weight, bias):
 
 def apply_layer(X, w: LayerWeights, config: SANConfig, mask=None, scale=None):
     """One layer of the configured variant; returns (X', attention matrices). scale as in self_attention."""
+    if config.variant == "full" and config.pre_ln:
+        return _pre_ln_layer(X, w, config, mask, scale)
     y, A = self_attention(X, w, config, mask, scale)
     variant = config.variant
     if variant == "attention":
@@ -224,8 +232,18 @@ def apply_layer(X, w: LayerWeights, config: SANConfig, mask=None, scale=None):
     h = _layernorm(X + y, config, w.ln1_weight, w.ln1_bias)
     if variant == "skip_ln":
         return h, A
-    ffn = _affine(torch.nn.functional.gelu(_affine(h, w.W_1, w.b_1)), w.W_2, w.b_2)
-    return _layernorm(h + ffn, config, w.ln2_weight, w.ln2_bias), A
+    return _layernorm(h + _ffn(h, w, config), config, w.ln2_weight, w.ln2_bias), A
+
+
+def _ffn(h, w: LayerWeights, config: SANConfig):
+    return _affine(ACTIVATIONS[config.activation](_affine(h, w.W_1, w.b_1)), w.W_2, w.b_2)
+
+
+def _pre_ln_layer(X, w: LayerWeights, config: SANConfig, mask, scale):
+    """GPT-2's layer: H = X + SA(LN1(X)); X' = H + MLP(LN2(H)) (the residual stream is never normalised)."""
+    y, A = self_attention(_layernorm(X, config, w.ln1_weight, w.ln1_bias), w, config, mask, scale)
+    h = X + y
+    return h + _ffn(_layernorm(h, config, w.ln2_weight, w.ln2_bias), w, config), A
 
 
 @dataclass
