@@ -321,11 +321,28 @@ def execute(project: Project, notebook: Notebook, params: dict, profile: str, *,
         seconds = time.perf_counter() - start
         partial.unlink(missing_ok=True)
     records = [{**r, "notebook": notebook.name, "profile": profile} for r in report.records_from_notebook(executed)]
+    _add_download_links(executed, notebook.name)
     executed.metadata["collapse"] = {"hash": digest, "profile": profile, "parameters": params, "seconds": round(seconds, 2)}
     nbformat.write(executed, str(partial))
     report.write_json(output.with_suffix(".verdicts.json"), records)
     partial.replace(output)
     return RunResult(notebook.name, "executed", seconds, output, records)
+
+
+def _add_download_links(executed, name: str) -> None:
+    """A line under the page's opening text linking both the MyST source and this executed notebook.
+
+    Sphinx's {download} role copies each file into the built site, so a reader can take
+    the page away and re-run it; book/executed/ pages sit two folders below notebooks/.
+    """
+    import nbformat
+
+    links = (
+        f"Download this page: {{download}}`source notebook ({name}.md) <../../notebooks/{name}.md>` · "
+        f"{{download}}`executed notebook ({name}.ipynb) <{name}.ipynb>`"
+    )
+    first_markdown = next((i for i, c in enumerate(executed.cells) if c.cell_type == "markdown"), -1)
+    executed.cells.insert(first_markdown + 1, nbformat.v4.new_markdown_cell(links, metadata={"tags": ["download-links"]}))
 
 
 def plan(project: Project, names, profile: str, overrides: dict) -> list[tuple[Notebook, dict]]:

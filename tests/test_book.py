@@ -1,6 +1,7 @@
 """The whole book, executed in the fast profile and built clean with -W -n (any warning fails)."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -24,6 +25,10 @@ def test_every_notebook_is_in_the_toc_and_rendered(fast_book):
         assert "Verdict" in page
         assert 'class="proof theorem admonition"' in page or 'class="proof proposition admonition"' in page
         assert page.count('class="exercise admonition"') >= 2 and page.count("solution") >= 2
+        for suffix in (".md", ".ipynb"):  # download links to the MyST source and the executed notebook
+            link = re.search(rf'href="(\.\./\.\./_downloads/[0-9a-f]+/{re.escape(name + suffix)})"', page)
+            assert link, f"{name}: no download link to {name}{suffix}"
+            assert (root / "_build" / "html" / link.group(1)[len("../../") :]).is_file()
 
 
 def test_scoreboard_and_intro_list_every_verdict(fast_book):
