@@ -33,6 +33,15 @@ def test_fast_profile_verdicts_match_expectations(fast_book, name):
         assert got == expected, f"{name} {record['key']}: {got} (measured {record['measured']}), expectations.yml says {expected}"
 
 
+def test_the_fast_book_ran_without_network(fast_book):
+    """Every notebook, the pretrained ones included, executes and builds with no network at all."""
+    root, result = fast_book
+    if result.args[0] != "unshare":
+        pytest.skip("SKIPPED LOUDLY: `unshare -n` is not permitted here, so the offline run is unproven on this machine")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert all((root / "book" / "executed" / f"{name}.ipynb").is_file() for name in NOTEBOOKS)
+
+
 def test_every_expectation_names_a_notebook_and_explains_failures():
     for name, verdicts in EXPECTATIONS.items():
         assert name in NOTEBOOKS, f"expectations.yml names unknown notebook {name}"
