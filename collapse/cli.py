@@ -1,8 +1,8 @@
-"""The `collapse` command: list, run, verdicts, book.
+"""The `collapse` command: list, run, verdicts, book, assignments, grade.
 
 Exit status: 0 success; 1 a notebook raised, a verdict outcome differs from
-notebooks/expectations.yml, or the book build failed; 2 bad input (one line naming
-the parameter and what is allowed; nothing written).
+notebooks/expectations.yml, the book build failed, or a graded submission failed a
+check; 2 bad input (one line naming the parameter and what is allowed; nothing written).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import report, runner
+from . import assignments, report, runner
 from .checks import ParameterError
 
 
@@ -35,6 +35,13 @@ def _parser() -> argparse.ArgumentParser:
     verdicts.add_argument("--json", action="store_true", help="print a JSON list of verdict records")
     book = commands.add_parser("book", help="run what is stale, then a clean jupyter-book build")
     book.add_argument("--profile", default="book", help="fast, book or paper (default: book)")
+    book.add_argument("--student", action="store_true", help="the student edition: solutions hidden, into _build/student/html")
+    assign = commands.add_parser("assignments", help="assignment notebooks: solution cells replaced by stubs, check cells kept")
+    assign.add_argument("names", nargs="*", metavar="NAME", help="notebook name, number or name without number (default: all)")
+    assign.add_argument("--out", type=Path, help="folder for the .ipynb files (default: _build/assignments)")
+    grade = commands.add_parser("grade", help="execute a submitted assignment and score its checks (exit 0 when all pass)")
+    grade.add_argument("submission", type=Path, metavar="SUBMISSION.ipynb")
+    grade.add_argument("--timeout", type=int, default=60, help="seconds allowed per cell before it is interrupted (default: 60)")
     return parser
 
 
@@ -77,7 +84,8 @@ def _verdicts(project: runner.Project, as_json: bool) -> int:
     return 1 if problems else 0
 
 
-def _book(project: runner.Project, profile: str) -> int:
+def _book(project: runner.Project, profile: str, student: bool = False) -> int:
+    """Run what is stale, then a clean build: the full book into _build/html, or the student edition into _build/student/html."""
     _run_all(project, [], profile, [])
     records, expectations = runner.collect_records(project), project.expectations()
     (project.executed_dir / "scoreboard.md").write_text(report.scoreboard_markdown(records, expectations))
@@ -85,12 +93,32 @@ def _book(project: runner.Project, profile: str) -> int:
     jupyter_book = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
     if jupyter_book is None:
         raise ParameterError("jupyter-book is not installed: pip install 'collapse[book]' (or run `make book`)")
-    shutil.rmtree(project.root / "_build", ignore_errors=True)  # a clean build: incremental ones hide warnings
-    command = [jupyter_book, "build", str(project.root), "-W", "-n", "--keep-going"]
-    status = subprocess.run(command).returncode
+    output = project.root / "_build" / "student" if student else project.root / "_build"
+    shutil.rmtree(output, ignore_errors=True)  # a clean build: incremental ones hide warnings
+    source = output / "source" if student else project.root
+    if student:
+        assignments.stage_student_edition(project, source)
+    status = subprocess.run([jupyter_book, "build", str(source), "-W", "-n", "--keep-going"]).returncode
+    if student and (source / "_build" / "html").is_dir():
+        (source / "_build" / "html").replace(output / "html")
     if status == 0:
-        print(f"book: {project.root / '_build' / 'html' / 'index.html'}")
+        print(f"{'student edition' if student else 'book'}: {output / 'html' / 'index.html'}")
     return 1 if status else 0
+
+
+def _assignments(project: runner.Project, names, out: Path | None) -> int:
+    for path in assignments.write_assignments(project, names, out or project.root / "_build" / "assignments"):
+        print(f"assignment: {path}")
+    return 0
+
+
+def _grade(project: runner.Project, submission: Path, timeout: int) -> int:
+    result = assignments.grade(project, submission, timeout)
+    print(f"{submission}: assignment {result.notebook}, {assignments.PROFILE} profile, {timeout} s per cell")
+    for line in result.problems:
+        print(f"  {line}")
+    print(result.table())
+    return 0 if result.passed else 1
 
 
 def main(argv=None) -> int:
@@ -104,7 +132,11 @@ def main(argv=None) -> int:
             return 0 if results else 1
         if args.command == "verdicts":
             return _verdicts(project, args.json)
-        return _book(project, args.profile)
+        if args.command == "assignments":
+            return _assignments(project, args.names, args.out)
+        if args.command == "grade":
+            return _grade(project, args.submission, args.timeout)
+        return _book(project, args.profile, args.student)
     except ParameterError as err:
         print(f"collapse: error: {err}", file=sys.stderr)
         return 2
