@@ -10,7 +10,10 @@ STAMP  := $(VENV)/.installed
 SHELL  := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 
-.PHONY: install test book bench clean
+MATHJAX := book/_static/mathjax/VERSION
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: install test book bench clean browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,9 +23,30 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[book,test,pretrained]"
 	touch $(STAMP)
 
-install: $(STAMP)
+# The book's local MathJax (npm registry, pinned and checked; git-ignored), so it reads offline.
+$(MATHJAX): collapse/mathjax.py | $(STAMP)
+	@if ! command -v npm >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing npm (apt-get) to fetch MathJax"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; \
+	fi
+	$(BIN)/python -m collapse.mathjax
+	touch $@
 
-test: install
+install: $(STAMP) $(MATHJAX)
+
+# Debian's Chromium for tests/test_browser.py: installed when missing and we are root (CI is);
+# otherwise that test skips with a loud message (and fails when CI=true).
+browser:
+	@if [ ! -x $(CHROMIUM) ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing chromium and chromium-driver (apt-get) for the browser test"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	  else \
+	    echo "*** $(CHROMIUM) is missing and this is not root: the browser test will be SKIPPED ***"; \
+	  fi; \
+	fi
+
+test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 

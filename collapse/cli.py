@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import assignments, report, runner
+from . import assignments, mathjax, report, runner
 from .checks import ParameterError
 
 
@@ -86,6 +86,7 @@ def _verdicts(project: runner.Project, as_json: bool) -> int:
 
 def _book(project: runner.Project, profile: str, student: bool = False) -> int:
     """Run what is stale, then a clean build: the full book into _build/html, or the student edition into _build/student/html."""
+    mathjax.require(project.root)  # before minutes of notebooks: the build needs the local copy
     _run_all(project, [], profile, [])
     records, expectations = runner.collect_records(project), project.expectations()
     (project.executed_dir / "scoreboard.md").write_text(report.scoreboard_markdown(records, expectations))

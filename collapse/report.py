@@ -96,7 +96,8 @@ def scoreboard_markdown(records: list[dict], expectations: dict) -> str:
         "# Scoreboard",
         "",
         f"Every verdict computed by the executed notebooks: {n_ok} of {len(records)} reproduced. "
-        "Claims that did not reproduce come first, with what we measured and why we think so.",
+        "Claims that did not reproduce come first, with what we measured and why we think so. "
+        "The claims and their references are those of {cite:t}`wu2024role` and {cite:t}`naitsaada2025gap`.",
         "",
         "| outcome | notebook | claim | paper | measured | expected | profile |",
         "|---|---|---|---|---|---|---|",

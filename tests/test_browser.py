@@ -1,0 +1,260 @@
+"""Every page of the built book in a real browser, as a reader offline would see it.
+
+Debian's headless Chromium (packages chromium and chromium-driver; `make test` installs them
+as root when missing) driven by Playwright's Python package through `executable_path`:
+Playwright's own browser download cannot work offline. The fast-profile book is served
+over HTTP on 127.0.0.1 (file:// is not how anyone reads it) and each page is visited once;
+the tests below check what was recorded: no console error, no failed request and no
+request to another host (the book must read offline: MathJax comes from the site itself),
+every image decoded, every notebook figure numbered and captioned, all math typeset by MathJax with no TeX left in the text, every link
+within the site answering, each notebook's source .md and executed .ipynb offered for
+download, a citation on every page that states a result, and every verdict on the
+scoreboard. A screenshot of each page (the first 1280 x 900 pixels) is kept in
+_build/screenshots/ for a person to look at.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from collapse import runner
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+HOST = "127.0.0.1"
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "_build" / "screenshots"
+REDIRECT = re.compile(r'<meta http-equiv="refresh"', re.IGNORECASE)
+# TeX a reader should never see: display or inline delimiters, environments, a command right after a dollar.
+RAW_MATH = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\\]|\\begin\{|\$\\[A-Za-z]")
+# A page states a result when it has a theorem-like block, a verdicts section or the scoreboard.
+STATES_RESULT = ".proof.theorem, .proof.proposition, .proof.lemma, .proof.corollary, section[id^='verdicts'], section#scoreboard"
+
+# Runs in the page once MathJax has typeset it and its fonts have loaded: what a reader sees.
+INSPECT = """async (statesResult) => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+  await document.fonts.ready;
+  const skip = "pre, code, script, style, noscript, mjx-container, .highlight, textarea";  // code may show TeX on purpose
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT,
+    {acceptNode: n => n.parentElement.closest(skip) ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT});
+  const text = [];
+  while (walker.nextNode()) text.push(walker.currentNode.nodeValue);
+  return {
+    text: text.join(" "),
+    math: document.querySelectorAll(".math").length,
+    typeset: document.querySelectorAll("mjx-container").length,
+    tex_errors: Array.from(document.querySelectorAll("mjx-merror")).map(e => e.getAttribute("data-mjx-error") || e.textContent),
+    images: Array.from(document.images).map(i => ({src: i.currentSrc || i.src, ok: i.complete && i.naturalWidth > 0})),
+    figures: Array.from(document.querySelectorAll("figure")).map(f => f.querySelector("figcaption .caption-number")?.innerText || ""),
+    links: Array.from(document.querySelectorAll("a[href]")).map(a => a.href.split("#")[0]),
+    states_result: !!document.querySelector(statesResult),
+    cites: document.querySelectorAll(".bibtex-citation").length,
+    table: Array.from(document.querySelectorAll("table tbody tr")).map(r => Array.from(r.cells).map(c => c.innerText)),
+  };
+}"""
+
+
+@dataclass
+class Visit:
+    """What one page did in the browser, and what it showed."""
+
+    console_errors: list = field(default_factory=list)
+    failed_requests: list = field(default_factory=list)
+    seen: dict = field(default_factory=dict)
+
+
+@dataclass
+class Browsed:
+    """The whole site as browsed: each page's visit, and each link within the site with its HTTP status and body."""
+
+    root: Path
+    base: str
+    pages: dict
+    answers: dict
+
+    def problems(self, check) -> str:
+        """One line per problem that `check(visit)` lists, over every page ('' when there is none)."""
+        return "\n".join(f"{name}: {problem}" for name, visit in self.pages.items() for problem in check(visit))
+
+
+def _browser_or_skip():
+    """Playwright and Debian's Chromium, or a loud skip (a failure under CI, where `make test` installs both)."""
+    missing = []
+    if not CHROMIUM.is_file():
+        missing.append(f"{CHROMIUM} (Debian packages chromium and chromium-driver; `make test` installs them when run as root)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing.append("the Python package playwright (pip install -e '.[test]')")
+        sync_playwright = None
+    if missing:
+        message = "BROWSER TEST NOT RUN: missing " + " and ".join(missing)
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return sync_playwright
+
+
+@pytest.fixture(scope="module")
+def site(fast_book):
+    """The built HTML of the fast-profile book, served on 127.0.0.1 by a quiet threaded http.server."""
+    root, result = fast_book
+    html = root / "_build" / "html"
+    assert result.returncode == 0 and html.is_dir(), "the book did not build: see test_book.py"
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer((HOST, 0), functools.partial(Quiet, directory=str(html)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield root, html, f"http://{HOST}:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _pages(html: Path) -> list[str]:
+    """Every HTML page of the site, relative to its root (not Sphinx's copied sources or static files)."""
+    return sorted(p.relative_to(html).as_posix() for p in html.rglob("*.html") if p.relative_to(html).parts[0] not in ("_static", "_sources"))
+
+
+def _offline_only(route, failed: list):
+    """Abort (and record) any request that leaves 127.0.0.1: an offline reader would not get it."""
+    if urlsplit(route.request.url).hostname == HOST or route.request.url.startswith(("data:", "blob:")):
+        route.continue_()
+    else:
+        failed.append(f"external request {route.request.url}")
+        route.abort()
+
+
+def _visit(context, base: str, html: Path, name: str) -> Visit:
+    visit = Visit()
+    page = context.new_page()
+    page.route("**/*", functools.partial(_offline_only, failed=visit.failed_requests))
+    page.on("console", lambda msg: visit.console_errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda err: visit.console_errors.append(f"uncaught {err}"))
+    page.on("requestfailed", lambda req: visit.failed_requests.append(f"{req.url} ({req.failure})"))
+    page.on("response", lambda r: visit.failed_requests.append(f"{r.url} (HTTP {r.status})") if r.status >= 400 else None)
+    page.goto(base + name, wait_until="load")
+    if REDIRECT.search((html / name).read_text()):  # index.html forwards to the first page
+        page.wait_for_url(lambda url: url != base + name, wait_until="load")
+    visit.seen = page.evaluate(INSPECT, STATES_RESULT)
+    page.screenshot(path=str(SCREENSHOTS / (name.replace("/", "__").removesuffix(".html") + ".png")))
+    page.close()
+    return visit
+
+
+@pytest.fixture(scope="module")
+def browsed(site, tmp_path_factory) -> Browsed:
+    """Visit every page once in headless Chromium (a fresh profile), then request every link within the site."""
+    sync_playwright = _browser_or_skip()
+    root, html, base = site
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+    SCREENSHOTS.mkdir(parents=True)
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile), executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True, viewport={"width": 1280, "height": 900}
+        )
+        try:
+            pages = {name: _visit(context, base, html, name) for name in _pages(html)}
+            links = sorted({link for v in pages.values() for link in v.seen["links"] if link.startswith(base)})
+            answers = {link.removeprefix(base): (r.status, r.body()) for link in links for r in [context.request.get(link)]}
+        finally:
+            context.close()
+    return Browsed(root, base, pages, answers)
+
+
+def test_every_page_was_visited(browsed):
+    expected = {f"book/executed/{name}.html" for name in runner.Project(browsed.root).notebooks()}
+    expected |= {"index.html", "book/intro.html", "book/reproduce.html", "book/executed/scoreboard.html"}
+    assert expected <= set(browsed.pages), sorted(expected - set(browsed.pages))
+    assert len(list(SCREENSHOTS.glob("*.png"))) == len(browsed.pages)
+
+
+def test_no_console_errors(browsed):
+    problems = browsed.problems(lambda v: v.console_errors)
+    assert not problems, problems
+
+
+def test_no_failed_or_external_requests(browsed):
+    problems = browsed.problems(lambda v: v.failed_requests)
+    assert not problems, problems
+
+
+def test_every_image_has_a_size(browsed):
+    problems = browsed.problems(lambda v: [f"image not decoded: {i['src']}" for i in v.seen["images"] if not i["ok"]])
+    assert not problems, problems
+    assert sum(len(v.seen["images"]) for v in browsed.pages.values()) >= len(runner.Project(browsed.root).notebooks())
+
+
+def test_notebook_figures_are_numbered_and_captioned(browsed):
+    for name in runner.Project(browsed.root).notebooks():
+        figures = browsed.pages[f"book/executed/{name}.html"].seen["figures"]
+        assert figures, f"{name}: no figure"
+        assert all(re.match(r"Fig\. \d+", number) for number in figures), f"{name}: a figure without a numbered caption: {figures}"
+
+
+def test_math_is_typeset(browsed):
+    def check(visit):
+        seen = visit.seen
+        if seen["typeset"] < seen["math"]:
+            yield f"{seen['math']} math elements but {seen['typeset']} typeset by MathJax"
+        yield from (f"TeX error: {e}" for e in seen["tex_errors"])
+        for match in RAW_MATH.finditer(seen["text"]):
+            yield f"raw TeX in the text: ...{seen['text'][max(0, match.start() - 40) : match.end() + 40]}..."
+
+    problems = browsed.problems(lambda v: list(check(v)))
+    assert not problems, problems
+    assert browsed.pages["book/intro.html"].seen["typeset"] > 0
+
+
+def test_every_link_within_the_site_answers(browsed):
+    broken = {link: status for link, (status, _) in browsed.answers.items() if status >= 400}
+    assert not broken, broken
+
+
+def test_notebook_pages_offer_their_source_and_executed_notebook(browsed):
+    """The theme's download button gives the executed .ipynb; a {download} link under the title gives the MyST source."""
+    for name in runner.Project(browsed.root).notebooks():
+        links = browsed.pages[f"book/executed/{name}.html"].seen["links"]
+        for suffix, looks_right in ((".md", lambda body: body.startswith(b"---\njupytext:")), (".ipynb", lambda body: "cells" in json.loads(body))):
+            offered = [link.removeprefix(browsed.base) for link in links if link.endswith(f"/{name}{suffix}")]
+            assert offered, f"{name}: no link to download {name}{suffix}"
+            assert all(looks_right(browsed.answers[link][1]) for link in offered), f"{name}: {offered} is not the {suffix} notebook"
+
+
+def test_every_page_that_states_a_result_cites(browsed):
+    problems = browsed.problems(lambda v: ["states a result but cites nothing"] if v.seen["states_result"] and not v.seen["cites"] else [])
+    assert not problems, problems
+
+
+def test_scoreboard_lists_every_verdict(browsed):
+    records = runner.collect_records(runner.Project(browsed.root))
+    rows = browsed.pages["book/executed/scoreboard.html"].seen["table"]
+    assert records and len(rows) == len(records)
+    for record in records:
+        matching = [row for row in rows if f"({record['key']})" in row[2]]
+        assert len(matching) == 1, f"{record['key']} is not on the scoreboard exactly once"
+        assert matching[0][0].startswith("reproduced" if record["passed"] else "not reproduced"), (record["key"], matching[0][0])
