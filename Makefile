@@ -57,6 +57,8 @@ bench: install
 	$(BIN)/python benchmarks/san_throughput.py
 	$(BIN)/python benchmarks/mtg_stable_rank.py
 	$(BIN)/python benchmarks/mtg_gradients.py
+	$(BIN)/python benchmarks/spectra.py
+	$(BIN)/python benchmarks/chunked_resume.py
 
 clean:
 	rm -rf _build book/executed

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import assignments, mathjax, report, runner
+from . import assignments, executors, mathjax, report, runner
 from .checks import ParameterError
 
 
@@ -31,11 +31,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="override a parameter (YAML value)")
     run.add_argument("--force", action="store_true", help="execute even when the cached result is current")
     run.add_argument("--timeout", type=int, default=None, help="seconds allowed per cell (default: no limit)")
+    _executor_options(run)
     verdicts = commands.add_parser("verdicts", help="every verdict of the executed notebooks")
     verdicts.add_argument("--json", action="store_true", help="print a JSON list of verdict records")
     book = commands.add_parser("book", help="run what is stale, then a clean jupyter-book build")
     book.add_argument("--profile", default="book", help="fast, book or paper (default: book)")
     book.add_argument("--student", action="store_true", help="the student edition: solutions hidden, into _build/student/html")
+    _executor_options(book)
     assign = commands.add_parser("assignments", help="assignment notebooks: solution cells replaced by stubs, check cells kept")
     assign.add_argument("names", nargs="*", metavar="NAME", help="notebook name, number or name without number (default: all)")
     assign.add_argument("--out", type=Path, help="folder for the .ipynb files (default: _build/assignments)")
@@ -43,6 +45,13 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("submission", type=Path, metavar="SUBMISSION.ipynb")
     grade.add_argument("--timeout", type=int, default=60, help="seconds allowed per cell before it is interrupted (default: 60)")
     return parser
+
+
+def _executor_options(parser: argparse.ArgumentParser) -> None:
+    """--executor, --scheduler, --workers: where stale notebooks run (book/scale.md)."""
+    parser.add_argument("--executor", default="local", help="local (here, one at a time; default) or dask (a Dask cluster)")
+    parser.add_argument("--scheduler", metavar="ADDRESS", help="with --executor dask: a running scheduler, tcp://host:8786 (default: a LocalCluster)")
+    parser.add_argument("--workers", type=int, help="with --executor dask and no --scheduler: LocalCluster worker processes (default: 2)")
 
 
 def _list(project: runner.Project) -> int:
@@ -54,16 +63,24 @@ def _list(project: runner.Project) -> int:
     return 0
 
 
-def _run_all(project: runner.Project, names, profile: str, sets, *, force=False, timeout=None) -> list[runner.RunResult]:
+def _run_all(project: runner.Project, names, profile: str, sets, *, force=False, timeout=None, executor="local", scheduler=None, workers=None):
     planned = runner.plan(project, names, profile, runner.parse_sets(sets))
+    if profile == "paper":
+        print(
+            "paper profile: each sweep prints an ETA from a short calibration, then its progress; its chunks are kept in "
+            f"{project.executed_dir / '.chunks'}, so an interrupted run resumes where it stopped",
+            file=sys.stderr,
+        )
     results = []
-    bar = tqdm(planned, desc=f"notebooks [{profile}]", unit="nb", file=sys.stderr)
-    for notebook, params in bar:
-        bar.set_postfix_str(notebook.name)
-        result = runner.execute(project, notebook, params, profile, force=force, timeout=timeout)
-        ok = sum(r["passed"] for r in result.records)
-        bar.write(f"{result.name}: {result.status} in {result.seconds:.1f} s; verdicts {ok}/{len(result.records)} reproduced")
-        results.append(result)
+    with (
+        executors.make(executor, scheduler=scheduler, workers=workers) as pool,
+        tqdm(total=len(planned), desc=f"notebooks [{profile}]", unit="nb", file=sys.stderr) as bar,
+    ):
+        for result in runner.execute_all(project, planned, profile, force=force, timeout=timeout, executor=pool, stream=profile == "paper"):
+            ok = sum(r["passed"] for r in result.records)
+            bar.write(f"{result.name}: {result.status} in {result.seconds:.1f} s; verdicts {ok}/{len(result.records)} reproduced")
+            bar.update()
+            results.append(result)
     return results
 
 
@@ -84,10 +101,10 @@ def _verdicts(project: runner.Project, as_json: bool) -> int:
     return 1 if problems else 0
 
 
-def _book(project: runner.Project, profile: str, student: bool = False) -> int:
+def _book(project: runner.Project, profile: str, student: bool = False, **executor) -> int:
     """Run what is stale, then a clean build: the full book into _build/html, or the student edition into _build/student/html."""
     mathjax.require(project.root)  # before minutes of notebooks: the build needs the local copy
-    _run_all(project, [], profile, [])
+    _run_all(project, [], profile, [], **executor)
     records, expectations = runner.collect_records(project), project.expectations()
     (project.executed_dir / "scoreboard.md").write_text(report.scoreboard_markdown(records, expectations))
     (project.executed_dir / "summary.md").write_text(report.summary_markdown(records, expectations))
@@ -129,7 +146,8 @@ def main(argv=None) -> int:
         if args.command == "list":
             return _list(project)
         if args.command == "run":
-            results = _run_all(project, args.names, args.profile, args.sets, force=args.force, timeout=args.timeout)
+            pool = dict(executor=args.executor, scheduler=args.scheduler, workers=args.workers)
+            results = _run_all(project, args.names, args.profile, args.sets, force=args.force, timeout=args.timeout, **pool)
             return 0 if results else 1
         if args.command == "verdicts":
             return _verdicts(project, args.json)
@@ -137,7 +155,7 @@ def main(argv=None) -> int:
             return _assignments(project, args.names, args.out)
         if args.command == "grade":
             return _grade(project, args.submission, args.timeout)
-        return _book(project, args.profile, args.student)
+        return _book(project, args.profile, args.student, executor=args.executor, scheduler=args.scheduler, workers=args.workers)
     except ParameterError as err:
         print(f"collapse: error: {err}", file=sys.stderr)
         return 2

@@ -85,6 +85,25 @@ def _orthonormal_block(F: torch.Tensor, V: torch.Tensor | None) -> torch.Tensor:
     return F
 
 
+def _gram_product(M: torch.Tensor, V: torch.Tensor, rows: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
+    """(W, Z) = (M V, M^T M V) with M read once: for each block of rows R, W_R = R V and Z += R^T W_R.
+
+    Why: for large T the products run at memory bandwidth, so reading M once instead of
+    twice saves up to half the time; Z is accumulated as rows (W_R^T R), because torch's
+    M^T @ (block of vectors) takes a path ~10x slower than M @ (block). The row blocks
+    fit in cache. Batched or non-CPU M: the same two products, unfused.
+    """
+    if M.ndim > 2 or M.device.type != "cpu":
+        W = M @ V
+        return W, (W.mT @ M).mT
+    W = M.new_empty(M.shape[0], V.shape[-1])
+    Zt = M.new_zeros(V.shape[-1], M.shape[-1])
+    for i in range(0, M.shape[0], rows):
+        torch.mm(M[i : i + rows], V, out=W[i : i + rows])
+        Zt.addmm_(W[i : i + rows].mT, M[i : i + rows])
+    return W, Zt.mT
+
+
 @contextlib.contextmanager
 def _one_thread(active: bool):
     """One CPU thread while active: on a busy machine, tiny products lose more to thread hand-offs than they gain."""
@@ -158,8 +177,7 @@ def lanczos_singular_values(
     small = M.device.type == "cpu"  # small products on one thread; the two large ones on all of them
     for step in range(1, max_steps + 1):
         new = slice(m, m + b)
-        w = M @ V[..., new].contiguous()  # a strided column makes the product 2x slower
-        W[..., new], Z[..., new] = w, M.mT @ w
+        W[..., new], Z[..., new] = _gram_product(M, V[..., new].contiguous())  # a strided column makes the product 2x slower
         m += b
         with _one_thread(small):
             G[..., :m, new] = V[..., :m].mT @ Z[..., new]

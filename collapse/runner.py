@@ -10,6 +10,7 @@ resolved parameters, every file of collapse/ and the torch/numpy versions change
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import json
 import os
@@ -25,7 +26,7 @@ import yaml
 from . import report
 from .checks import ParameterError
 
-__all__ = ["Notebook", "Project", "RunResult", "NotebookError", "PROFILES", "parse_assignments", "parse_sets", "plan", "execute"]
+__all__ = ["Notebook", "Project", "RunResult", "NotebookError", "PROFILES", "parse_assignments", "parse_sets", "plan", "execute", "execute_all"]
 
 PROFILES = ("fast", "book", "paper")
 LIBRARY = Path(__file__).resolve().parent
@@ -288,38 +289,60 @@ def _quiet_kernel_manager():
     return QuietKernelManager
 
 
-def execute(project: Project, notebook: Notebook, params: dict, profile: str, *, force: bool = False, timeout: int | None = None) -> RunResult:
-    """Execute one notebook (or reuse its cached result); outputs are written atomically."""
-    import nbformat
+def _papermill(source, output: Path, params: dict, cwd: Path, name: str, timeout: int | None, stream: bool):
+    """Execute a notebook node with papermill into `output` (a scratch path); errors as NotebookError.
+
+    stream: copy the kernel's stderr (a chunked sweep's ETA and progress bars) to ours as it comes.
+    """
+    import sys
+
     import papermill
 
-    output = project.executed_dir / f"{notebook.name}.ipynb"
-    digest = content_hash(notebook, params, profile)
-    if not force and _cached(output, digest):
-        records = json.loads(output.with_suffix(".verdicts.json").read_text())
-        return RunResult(notebook.name, "cached", 0.0, output, records)
-    project.executed_dir.mkdir(parents=True, exist_ok=True)
-    partial = output.with_name(f".{notebook.name}.partial.ipynb")
     os.environ.setdefault("JUPYTER_PREFER_ENV_PATH", "1")  # this environment's kernel, not a user-wide one
-    start = time.perf_counter()
     try:
-        executed = papermill.execute_notebook(
-            notebook.source(),
-            str(partial),
+        return papermill.execute_notebook(
+            source,
+            str(output),
             parameters=params,
             kernel_name="python3",
             progress_bar=False,
-            cwd=str(project.notebooks_dir),
+            cwd=str(cwd),
             execution_timeout=timeout,
             kernel_manager_class=_quiet_kernel_manager(),
+            stderr_file=sys.stderr if stream else None,
         )
     except papermill.PapermillExecutionError as err:
-        raise _failure(notebook.name, err) from None
+        raise _failure(name, err) from None
     except Exception as err:  # the kernel died, a cell timed out, the kernel would not start
-        raise NotebookError(f"notebook {notebook.name} failed: {type(err).__name__}: {err}") from None
+        raise NotebookError(f"notebook {name} failed: {type(err).__name__}: {err}") from None
+
+
+def _environment(project: Project, profile: str) -> dict:
+    """Variables the kernel gets: for the paper profile, a folder where chunked sweeps keep their chunks (collapse.chunks)."""
+    return {"COLLAPSE_CHUNKS": str(project.executed_dir / ".chunks")} if profile == "paper" else {}
+
+
+@contextlib.contextmanager
+def _patched_environ(extra: dict):
+    """os.environ with `extra` set while inside (a kernel started inside inherits them)."""
+    saved = {key: os.environ.get(key) for key in extra}
+    os.environ.update(extra)
+    try:
+        yield
     finally:
-        seconds = time.perf_counter() - start
-        partial.unlink(missing_ok=True)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _finish(project: Project, notebook: Notebook, executed, digest: str, params: dict, profile: str, seconds: float) -> RunResult:
+    """Records, download links and cache metadata; the notebook and its verdicts written atomically."""
+    import nbformat
+
+    output = project.executed_dir / f"{notebook.name}.ipynb"
+    partial = output.with_name(f".{notebook.name}.partial.ipynb")
     records = [{**r, "notebook": notebook.name, "profile": profile} for r in report.records_from_notebook(executed)]
     _add_download_links(executed, notebook.name)
     executed.metadata["collapse"] = {"hash": digest, "profile": profile, "parameters": params, "seconds": round(seconds, 2)}
@@ -327,6 +350,75 @@ def execute(project: Project, notebook: Notebook, params: dict, profile: str, *,
     report.write_json(output.with_suffix(".verdicts.json"), records)
     partial.replace(output)
     return RunResult(notebook.name, "executed", seconds, output, records)
+
+
+def _cached_result(project: Project, notebook: Notebook, digest: str) -> RunResult | None:
+    output = project.executed_dir / f"{notebook.name}.ipynb"
+    if not _cached(output, digest):
+        return None
+    return RunResult(notebook.name, "cached", 0.0, output, json.loads(output.with_suffix(".verdicts.json").read_text()))
+
+
+def execute(
+    project: Project, notebook: Notebook, params: dict, profile: str, *, force: bool = False, timeout: int | None = None, stream: bool = False
+) -> RunResult:
+    """Execute one notebook (or reuse its cached result); outputs are written atomically."""
+    digest = content_hash(notebook, params, profile)
+    cached = None if force else _cached_result(project, notebook, digest)
+    if cached:
+        return cached
+    project.executed_dir.mkdir(parents=True, exist_ok=True)
+    partial = project.executed_dir / f".{notebook.name}.partial.ipynb"
+    start = time.perf_counter()
+    try:
+        with _patched_environ(_environment(project, profile)):
+            executed = _papermill(notebook.source(), partial, params, project.notebooks_dir, notebook.name, timeout, stream)
+    finally:
+        seconds = time.perf_counter() - start
+        partial.unlink(missing_ok=True)
+    return _finish(project, notebook, executed, digest, params, profile, seconds)
+
+
+def _remote_job(text: str, name: str, params: dict, cwd: str, timeout: int | None, env: dict) -> tuple[str, float]:
+    """Run on an executor's worker: execute a notebook's MyST text, return the executed notebook as JSON and the seconds taken."""
+    import tempfile
+
+    import jupytext
+    import nbformat
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as scratch, _patched_environ(env):
+        executed = _papermill(jupytext.reads(text, fmt="md:myst"), Path(scratch) / f"{name}.ipynb", params, Path(cwd), name, timeout, False)
+    return nbformat.writes(executed), time.perf_counter() - start
+
+
+def execute_all(project: Project, planned, profile: str, *, force: bool = False, timeout: int | None = None, executor=None, stream: bool = False):
+    """Execute planned (notebook, params) pairs, the stale ones on `executor` (collapse.executors; default: here, in order).
+
+    Yields RunResults as notebooks finish: cached ones first. A remote worker needs this
+    checkout at the same path (notebooks read files next to them) and the same
+    environment; the results come back here and are written by this process.
+    """
+    import nbformat
+
+    if executor is None or not executor.remote:
+        for notebook, params in planned:
+            yield execute(project, notebook, params, profile, force=force, timeout=timeout, stream=stream)
+        return
+    stale = []
+    for notebook, params in planned:
+        digest = content_hash(notebook, params, profile)
+        cached = None if force else _cached_result(project, notebook, digest)
+        if cached:
+            yield cached
+        else:
+            stale.append((notebook, params, digest))
+    project.executed_dir.mkdir(parents=True, exist_ok=True)
+    env = _environment(project, profile)
+    jobs = [(nb.path.read_text(), nb.name, params, str(project.notebooks_dir), timeout, env) for nb, params, _ in stale]
+    for index, (text, seconds) in executor.map(_remote_job, jobs):
+        notebook, params, digest = stale[index]
+        yield _finish(project, notebook, nbformat.reads(text, as_version=4), digest, params, profile, seconds)
 
 
 def _add_download_links(executed, name: str) -> None:

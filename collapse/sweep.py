@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -30,13 +31,46 @@ from tqdm import tqdm
 from . import fit
 from . import metrics as _metrics
 from .attention import centered_layernorm, temperature_scale
-from .checks import ParameterError, check_float, check_int
+from .checks import ParameterError, check_choice, check_float, check_int
 from .masks import check_mask
 from .san import SANConfig, apply_layer, init_layers
 
-__all__ = ["embedding_inputs", "sweep", "curves", "log_stats", "rates", "at_layer", "summary", "grid_flops", "eta_seconds"]
+__all__ = [
+    "embedding_inputs",
+    "sweep",
+    "plan",
+    "run_job",
+    "job_frames",
+    "Job",
+    "Grid",
+    "curves",
+    "log_stats",
+    "rates",
+    "at_layer",
+    "summary",
+    "grid_flops",
+    "eta_seconds",
+    "pick_device",
+    "DEVICES",
+]
 
 GRID = ["config", "mask", "d_qk"]
+DEVICES = ("cpu", "cuda", "auto")
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    """The device a notebook's `device` parameter names: "auto" is cuda when torch sees a GPU, else cpu.
+
+    Why: the paper profile should use a GPU wherever there is one without a per-machine
+    setting, while asking for "cuda" where there is none must stop with one line, not
+    quietly run for hours on the CPU.
+    """
+    check_choice("device", name, DEVICES)
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ParameterError("device cuda: torch sees no CUDA GPU here; use device=auto or device=cpu")
+    return torch.device(name)
 
 
 def embedding_inputs(
@@ -116,22 +150,67 @@ def _groups(configs: Mapping[str, SANConfig]) -> list[dict[str, SANConfig]]:
     return list(groups.values())
 
 
+@dataclass(frozen=True)
+class Job:
+    """One unit of a sweep: a weight-sharing group of configs, one network seed, samples start..stop-1.
+
+    Why: jobs are independent and deterministic, so they can run in any order, in
+    another process or on another machine (collapse.chunks, collapse.executors) and
+    still give the bits one loop would.
+    """
+
+    seed: int
+    group: dict[str, SANConfig]
+    start: int
+    stop: int
+    d_qk: tuple[float, ...]  # the values used: None already replaced by the head width
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A checked sweep: inputs (S, n, d), stacked masks (M, 1, 1, n, n), metric names and the jobs in output order."""
+
+    X0: torch.Tensor
+    mask: torch.Tensor
+    mask_names: tuple[str, ...]
+    names: tuple[str, ...]
+    jobs: tuple[Job, ...]
+
+
+def plan(X0, configs, masks, *, d_qk=(None,), metrics=("mu",), seed=0, batch_size=None) -> Grid:
+    """Check a sweep's arguments (as `sweep`) and split it into jobs: seed-major, then group, then sample batch."""
+    d_qk = _check_grid(X0, configs, masks, d_qk)
+    names = tuple(_metrics.check_metric_names(metrics))
+    X0 = X0 if X0.ndim == 3 else X0[None]
+    n_samples = X0.shape[0]
+    chunk = n_samples if batch_size is None else check_int("batch_size", batch_size, minimum=1)
+    mask = torch.stack(list(masks.values())).to(X0.device)[:, None, None]
+    jobs = []
+    for s in _seeds(seed):
+        for group in _groups(configs):
+            head = next(iter(group.values())).head_dim
+            used = tuple(float(head) if v is None else float(v) for v in d_qk)
+            jobs += [Job(s, group, i, min(i + chunk, n_samples), used) for i in range(0, n_samples, chunk)]
+    return Grid(X0, mask, tuple(masks), names, tuple(jobs))
+
+
 @torch.inference_mode()
-def _lockstep(X0, group: dict[str, SANConfig], mask, d_qk, seed: int, names, progress: bool) -> dict[str, dict[str, torch.Tensor]]:
-    """Run every config of a weight-sharing group on X0 (S, n, d) x masks (M) x temperatures (T).
+def run_job(X: torch.Tensor, job: Job, mask: torch.Tensor, names, progress: bool = False) -> dict[str, dict[str, torch.Tensor]]:
+    """Run every config of the job's group on its samples X (S, n, d) x masks (M) x temperatures (T).
 
     Returns {label: {metric: float64 CPU tensor (L+1, M, T, S)}}.
     """
-    M, T = mask.shape[0], d_qk.shape[1]
-    X = X0.expand(M, T, *X0.shape)
+    M, T = mask.shape[0], len(job.d_qk)
+    d_qk = torch.tensor(job.d_qk, dtype=torch.float64)[None, :, None]
+    X = X.expand(M, T, *X.shape)
     scale = temperature_scale(d_qk, X, 3)
     start = {name: value.cpu() for name, value in _metrics.evaluate(X, names).items()}
-    history = {label: {name: [value] for name, value in start.items()} for label in group}
-    states = dict.fromkeys(group, X)
-    drawer = next((c for c in group.values() if c.variant == "full"), next(iter(group.values())))
-    layers = init_layers(drawer, seed, dtype=X0.dtype, device=X0.device)
+    history = {label: {name: [value] for name, value in start.items()} for label in job.group}
+    states = dict.fromkeys(job.group, X)
+    drawer = next((c for c in job.group.values() if c.variant == "full"), next(iter(job.group.values())))
+    layers = init_layers(drawer, job.seed, dtype=X.dtype, device=X.device)
     for w in tqdm(layers, total=drawer.n_layers, desc="layers", disable=not progress, leave=False):
-        for label, config in group.items():
+        for label, config in job.group.items():
             states[label], _ = apply_layer(states[label], w, config, mask, scale)
             for name, value in _metrics.evaluate(states[label], names).items():
                 history[label][name].append(value.cpu())
@@ -158,6 +237,12 @@ def _tidy(result, labels: dict, offset: int) -> pd.DataFrame:
     return frame
 
 
+def job_frames(grid: Grid, job: Job, result: dict[str, dict[str, torch.Tensor]]) -> list[pd.DataFrame]:
+    """A job's result as tidy rows, one frame per config label (the order `sweep` concatenates them in)."""
+    labels = {"mask": list(grid.mask_names), "d_qk": list(job.d_qk), "seed": job.seed}
+    return [_tidy(values, {**labels, "config": label}, job.start) for label, values in result.items()]
+
+
 def sweep(
     X0: torch.Tensor,
     configs: Mapping[str, SANConfig],
@@ -175,21 +260,12 @@ def sweep(
     metric. d_qk None means the head width, and the column holds the value actually
     used. A sequence of seeds runs every sample under every seed's network. The runs
     happen in X0's dtype and on X0's device; metrics are float64 on the CPU.
+    `collapse.chunks.sweep` runs the same jobs resumably, on an executor.
     """
-    d_qk = _check_grid(X0, configs, masks, d_qk)
-    names = _metrics.check_metric_names(metrics)
-    X0 = X0 if X0.ndim == 3 else X0[None]
-    n_samples = X0.shape[0]
-    chunk = n_samples if batch_size is None else check_int("batch_size", batch_size, minimum=1)
-    mask = torch.stack(list(masks.values())).to(X0.device)[:, None, None]
-    jobs = [(s, g, i) for s in _seeds(seed) for g in _groups(configs) for i in range(0, n_samples, chunk)]
+    grid = plan(X0, configs, masks, d_qk=d_qk, metrics=metrics, seed=seed, batch_size=batch_size)
     frames = []
-    for s, group, i in tqdm(jobs, desc="sweep", disable=not progress):
-        head = next(iter(group.values())).head_dim
-        used = [float(head) if v is None else float(v) for v in d_qk]
-        result = _lockstep(X0[i : i + chunk], group, mask, torch.tensor(used, dtype=torch.float64)[None, :, None], s, names, progress)
-        for label, values in result.items():
-            frames.append(_tidy(values, {"config": label, "mask": list(masks), "d_qk": used, "seed": s}, i))
+    for job in tqdm(grid.jobs, desc="sweep", disable=not progress):
+        frames += job_frames(grid, job, run_job(grid.X0[job.start : job.stop], job, grid.mask, grid.names, progress))
     return pd.concat(frames, ignore_index=True)
 
 

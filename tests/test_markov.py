@@ -218,3 +218,13 @@ def test_logit_std_recovers_the_logit_spread():
 def test_bad_inputs(call, match):
     with pytest.raises(ParameterError, match=match):
         call()
+
+
+def test_the_fused_gram_product_is_the_two_products():
+    g = torch.Generator().manual_seed(3)
+    M, V = torch.rand(200, 150, generator=g, dtype=torch.float64), torch.randn(150, 3, generator=g, dtype=torch.float64)
+    W, Z = markov._gram_product(M, V, rows=32)  # the CPU path: row blocks, M read once
+    Wb, Zb = markov._gram_product(M[None], V)  # the batched (and GPU) path
+    torch.testing.assert_close(W, M @ V, rtol=1e-13, atol=0)
+    torch.testing.assert_close(Z, M.mT @ (M @ V), rtol=1e-12, atol=0)
+    torch.testing.assert_close((Wb[0], Zb[0]), (W, Z), rtol=1e-12, atol=0)

@@ -1,6 +1,7 @@
 """The runner and the `collapse` command on a small project of toy notebooks."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -230,3 +231,48 @@ def test_a_cell_timeout_is_reported_not_fatal(project):
     with pytest.raises(runner.NotebookError, match="notebook 03-sleeps failed"):
         runner.execute(project, nb, params, "book", timeout=2)
     assert not (project.executed_dir / "03-sleeps.ipynb").exists()
+
+
+CHUNKS_ENV = HEADER.format(claim="The kernel sees the chunk folder", ranges="    n: {min: 0}") + textwrap.dedent(
+    """
+    # Chunk folder
+
+    ```{code-cell} ipython3
+    :tags: [parameters]
+    n = 1
+    ```
+
+    ```{code-cell} ipython3
+    import os
+    import sys
+    from collapse import report
+    folder = os.environ.get("COLLAPSE_CHUNKS", "")
+    print("from the kernel's stderr", file=sys.stderr)
+    report.verdict("folder", "the chunk folder is set", "Toy 2026", folder or "unset", "set", bool(folder))
+    ```
+    """
+)
+
+
+def test_the_paper_profile_gives_sweeps_a_chunk_folder_and_streams_stderr(tmp_path, capfd):
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "01-env.md").write_text(CHUNKS_ENV)
+    (tmp_path / "notebooks" / "profiles.yml").write_text("book: {}\n")
+    project = runner.Project(tmp_path)
+    (nb,) = project.select([])
+    book = runner.execute(project, nb, {"n": 1}, "book")
+    assert book.records[0]["measured"] == "unset"
+    paper = runner.execute(project, nb, {"n": 1}, "paper", stream=True)
+    assert paper.records[0]["measured"] == str(tmp_path / "book" / "executed" / ".chunks")
+    assert "from the kernel's stderr" in capfd.readouterr().err
+    assert "COLLAPSE_CHUNKS" not in os.environ
+
+
+def test_cli_executor_options(project):
+    pytest.importorskip("distributed")
+    run = lambda *a: subprocess.run([sys.executable, "-m", "collapse", "--root", str(project.root), "run", "01", *a], capture_output=True, text=True)  # noqa: E731
+    bad = run("--scheduler", "tcp://127.0.0.1:1")
+    assert bad.returncode == 2 and "need --executor dask" in bad.stderr
+    assert run("--executor", "spark").returncode == 2
+    ok = run("--profile", "book", "--executor", "dask", "--workers", "2")
+    assert ok.returncode == 0 and "01-toy: executed" in ok.stdout + ok.stderr, ok.stderr[-2000:]

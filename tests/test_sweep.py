@@ -178,3 +178,14 @@ def test_unshared_embedding_rows_are_independent():
     off_diagonal = (unit[0] @ unit[0].T)[~torch.eye(6, dtype=torch.bool)]
     assert off_diagonal.abs().max().item() < 0.1  # no shared type row
     torch.testing.assert_close(X.var(-1, unbiased=False), torch.ones(2, 6, dtype=torch.float64))
+
+
+def test_pick_device_auto_follows_cuda_and_refuses_a_missing_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert sweep.pick_device("auto") == torch.device("cpu") == sweep.pick_device("cpu")
+    with pytest.raises(ParameterError, match="device cuda: torch sees no CUDA GPU"):
+        sweep.pick_device("cuda")
+    with pytest.raises(ParameterError, match="device must be one of cpu, cuda, auto"):
+        sweep.pick_device("gpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert sweep.pick_device("auto") == torch.device("cuda") == sweep.pick_device("cuda")
