@@ -130,7 +130,7 @@ def summary_markdown(records: list[dict], expectations: dict) -> str:
 
 
 def write_json(path: Path, payload) -> None:
-    """Write JSON atomically: a reader never sees half a file."""
+    """Write JSON atomically (a reader never sees half a file) and canonically (sorted keys: the same bytes whichever executor ran it)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=1))
+    tmp.write_text(json.dumps(payload, indent=1, sort_keys=True))
     tmp.replace(path)
