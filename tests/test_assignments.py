@@ -200,7 +200,7 @@ def test_checks_come_from_the_source_notebook(toy, tmp_path):
 
     def tamper(nb):
         first, second = tagged(nb, "check")
-        first.source = "# Check: total is the sum of x\nassert True"
+        first.source = "# Check: total is the sum of x\nassert total is not None"  # a check weakened so that anything passes
         nb.cells.remove(second)
 
     result = grade(toy, submission(toy, tmp_path, "total = 1.5", edit=tamper))
