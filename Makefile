@@ -24,12 +24,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	touch $(STAMP)
 
 # The book's local MathJax (npm registry, pinned and checked; git-ignored), so it reads offline.
-$(MATHJAX): collapse/mathjax.py | $(STAMP)
+$(MATHJAX): collapse/book/mathjax.py | $(STAMP)
 	@if ! command -v npm >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  echo "installing npm (apt-get) to fetch MathJax"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; \
 	fi
-	$(BIN)/python -m collapse.mathjax
+	$(BIN)/python -m collapse.book.mathjax
 	touch $@
 
 install: $(STAMP) $(MATHJAX)

@@ -30,12 +30,12 @@ MASKS = ["complete", "causal", "sliding_window", "causal_sliding_window"]
 
 def work(folder: Path, samples: int, batch: int) -> None:
     """The sweep itself (run in a child process); writes the metric columns of its frame to folder/result.npy."""
-    from collapse import chunks, masks, san, sweep
+    from collapse import chunks, inputs, masks, san
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C, even when started from a shell that ignores SIGINT (nohup, &)
 
     config = san.SANConfig.bert(variant="attention", n_layers=12)
-    X0 = sweep.embedding_inputs(samples, 128, 768, seed=0)
+    X0 = inputs.embedding_inputs(samples, 128, 768, seed=0)
     frame = chunks.sweep(X0, {"san": config}, {m: masks.make(m, 128) for m in MASKS}, d_qk=[1 / 64, 1.0, 64.0], batch_size=batch, folder=folder)
     np.save(folder / "result.npy", frame[["d_qk", "seed", "sample", "layer", "mu"]].to_numpy(dtype=float), allow_pickle=False)
 

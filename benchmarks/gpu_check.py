@@ -3,7 +3,7 @@
 1. Equivalence on small inputs, float64, cuda vs cpu (relative 1e-10 unless noted):
    san.simulate (every variant), sweep.sweep, chunks.sweep (a chunk folder reused on
    a second call), random_markov (the same bits on both: drawn on the CPU) and the
-   Lanczos top singular values (1e-9 of sigma_1), sweep.pick_device("auto") == cuda.
+   Lanczos top singular values (1e-9 of sigma_1), runtime.pick_device("auto") == cuda.
 2. Timing: a fraction of notebook 05's paper profile through chunks.sweep on the GPU
    (the BERT-size SAN, 4 masks x 3 temperatures, --fraction-samples of its 3000
    samples; printed with the extrapolation to 3000), then `collapse run 05 --profile
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from collapse import chunks, markov, masks, san, sweep
+from collapse import chunks, cost, inputs, markov, masks, runtime, san, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 MASKS = ["complete", "causal", "sliding_window", "causal_sliding_window"]
@@ -46,8 +46,8 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def equivalence() -> None:
-    check("pick_device('auto') is cuda", sweep.pick_device("auto").type == "cuda")
-    X = sweep.embedding_inputs(4, 32, 64, seed=1)
+    check("pick_device('auto') is cuda", runtime.pick_device("auto").type == "cuda")
+    X = inputs.embedding_inputs(4, 32, 64, seed=1)
     mask = masks.make("causal", 32)
     for variant in san.VARIANTS:
         config = san.SANConfig.bert(variant=variant, n_layers=6, d=64, n_heads=4)
@@ -79,14 +79,14 @@ def equivalence() -> None:
 def fraction_timing(samples: int) -> None:
     """Notebook 05's BERT sweep at paper size on `samples` of its 3000 samples (one chunk of 250 by default)."""
     config = san.SANConfig.bert(variant="attention", n_layers=12)
-    X = sweep.embedding_inputs(samples, 128, 768, seed=0, device="cuda")
+    X = inputs.embedding_inputs(samples, 128, 768, seed=0, device="cuda")
     mask_set = {m: masks.make(m, 128) for m in MASKS}
     torch.cuda.synchronize()
     start = time.perf_counter()
     frame = chunks.sweep(X, {"san": config}, mask_set, d_qk=[1 / 64, 1.0, 64.0], batch_size=250)
     torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    flops = sweep.grid_flops({"san": config}, 128, 12 * samples)
+    flops = cost.grid_flops({"san": config}, 128, 12 * samples)
     print(
         f"timing: notebook 05 BERT sweep, {samples} of 3000 samples, float64 on {torch.cuda.get_device_name()}: {seconds:.1f} s, "
         f"{flops / seconds / 1e12:.2f} TFLOP/s; all 3000 samples: ~{seconds * 3000 / samples:.0f} s ({len(frame)} rows)",

@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from collapse import gap, gradients
+from collapse import gap, gradients, runtime
 
 
 def matmul_rate(n: int = 512) -> float:
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared 2-core machine)")
     parser.add_argument("--autograd", type=int, default=0, help="also time key-query autograd at L = 2 and this T")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    runtime.use_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); float64 matmul {matmul_rate():.1f} GFLOP/s")
     print(f"grid: Markov A, A-perp, A+skip, A-perp+skip; T = d in {args.T}; L = 2..{args.depth}; {args.seeds} seeds")
     seeds = range(args.seeds)

@@ -34,7 +34,7 @@ import time
 import numpy as np
 import torch
 
-from collapse import gap
+from collapse import gap, runtime
 
 GAMMAS = (1.0, 0.5, 0.2)
 T_VALUES = (20, 40, 60, 80, 100, 150)
@@ -56,7 +56,7 @@ def main() -> int:
     parser.add_argument("--official-float32", action="store_true", help="also count the official metric's float32 overflows")
     args = parser.parse_args()
     if args.threads:
-        torch.set_num_threads(args.threads)
+        runtime.use_threads(args.threads)
     frame, seconds = run(args.seeds, args.layers)
     values = frame[["stable_rank", "gram_stable_rank"]].to_numpy()
     bad = int((~np.isfinite(values)).sum())

@@ -1,43 +1,82 @@
-"""collapse: the library behind the rank-collapse companion.
+"""collapse: the science library behind the rank-collapse companion.
 
 Re-derives the numerical claims of Wu et al. (NeurIPS 2024, attention masks and
-LayerNorm) and Nait Saada, Naderi & Tanner (ICML 2025, "Mind the Gap"):
+LayerNorm) and Nait Saada, Naderi & Tanner (ICML 2025, "Mind the Gap").
 
+Wu et al.: masks, attention, stacks at initialisation
     masks           attention masks as graphs: radius, diameter, centers, connectivity
     attention       masked softmax with temperature, LayerNorm flavours, outlier removal
     san             self-attention stacks at init and their per-layer simulation
-    metrics         mu, stable ranks, cosines, numerical rank, sigma_min
+    inputs          BERT's embedding output at random init, the stacks' inputs
+    theory          the Theorem 1 / Theorem 2 / Corollary 1 bounds
+    counterexample  the LayerNorm counterexample and Theorem 3's equilibria
+    pretrained      BERT- and GPT-2-family checkpoints from local weights
+    corpus          offline English text cut into seeded windows of the model's tokens
+Mind the Gap: random attention and its spectrum
     markov          random Markov attention and the quarter-circle law
     gap             the Mind-the-Gap stacks: rank collapse in width and depth, the fix
     gradients       exact gradient norms of those stacks, by structure or autograd
-    training        a small attention-only model and batched training, with and without the fix
-    pretrained      BERT- and GPT-2-family checkpoints from local weights (default: packaged MiniLM-L6)
-    corpus          offline English text cut into seeded windows of the model's tokens
-    counterexample  the LayerNorm counterexample and Theorem 3's equilibria
-    theory          the Theorem 1 / Theorem 2 / Corollary 1 bounds
-    fit             fitted collapse rates (slopes of log mu)
-    sweep           grids of configurations -> tidy DataFrames
-    report          verdicts, expectations and the scoreboard
+    training        a small attention-only model trained with and without the fix
+Measuring and running
+    metrics         mu, stable ranks, cosines, numerical rank, sigma_min
+    fit             collapse rates (slopes of log mu) and log-log power laws
+    sweep           grids of stack configurations -> one tidy DataFrame
+    analysis        reading a sweep's frame: curves, log-statistics, rates, summaries
+    chunks          the same sweeps, resumable, chunk by chunk, on an executor
+    cost            FLOP counts and ETAs
+    runtime         the device a parameter names, and CPU threads
+    rng             seeds to generators: the one path of every random draw
+    provenance      what a result depends on: the digest behind every cache
+    report          the verdict record a chapter writes
     plotting        the book's figure style
+The book's tooling (`collapse` command) lives apart, in collapse.book.
 """
 
-from . import attention, corpus, counterexample, fit, gap, gradients, markov, masks, metrics, pretrained, report, san, sweep, theory, training
+from . import (
+    analysis,
+    attention,
+    corpus,
+    cost,
+    counterexample,
+    fit,
+    gap,
+    gradients,
+    inputs,
+    markov,
+    masks,
+    metrics,
+    pretrained,
+    provenance,
+    report,
+    rng,
+    runtime,
+    san,
+    sweep,
+    theory,
+    training,
+)
 from .checks import ParameterError
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "analysis",
     "attention",
     "corpus",
+    "cost",
     "counterexample",
+    "runtime",
     "fit",
     "gap",
     "gradients",
+    "inputs",
     "markov",
     "masks",
     "metrics",
     "pretrained",
+    "provenance",
     "report",
+    "rng",
     "san",
     "sweep",
     "theory",

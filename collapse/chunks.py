@@ -8,8 +8,9 @@ an interrupted-then-resumed sweep gives the bits an uninterrupted one gives.
 
 A chunk folder holds
 
-    manifest.json     the sweep's digest: inputs, configs, masks, d_qk, metrics, seeds,
-                      batch size, device, the source of collapse/ and the torch version
+    manifest.json     the sweep's digest (collapse.provenance): inputs, configs, masks,
+                      d_qk, metrics, seeds, batch size, device, the science modules it
+                      runs and the versions of the numeric packages
     chunk-00000.npy   job 0's metrics, float64 (configs, metrics, layers + 1, masks, d_qk, samples)
 
 A chunk file only ever appears whole (written under a temporary name, flushed,
@@ -19,7 +20,6 @@ at a time per folder.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -33,32 +33,31 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from . import provenance
 from . import sweep as _sweep
+from .book.executors import LocalExecutor
 from .checks import ParameterError
-from .executors import LocalExecutor
+from .cost import grid_flops
 from .san import SANConfig
 
 __all__ = ["sweep", "digest", "ENV_FOLDER"]
 
 ENV_FOLDER = "COLLAPSE_CHUNKS"  # a folder for the chunk folders of sweeps that name none (the runner sets it for the paper profile)
-LIBRARY = Path(__file__).resolve().parent
 _CALIBRATION_SAMPLES = 4
 
 
 def digest(grid: _sweep.Grid, batch_size: int | None) -> str:
-    """sha256 of everything a chunk's bits depend on; a changed input, grid or library starts a new sweep."""
-    h = hashlib.sha256(b"collapse.chunks v1\n")
+    """The provenance digest of a sweep: a changed input, grid, science module or numeric
+    package starts a new sweep; an edit of the book tooling does not."""
     X0 = grid.X0.detach().cpu().contiguous()
-    h.update(f"{X0.dtype} {tuple(X0.shape)} {grid.X0.device.type} batch {batch_size}\n".encode())
-    h.update(memoryview(X0.view(torch.uint8).numpy() if X0.numel() else np.zeros(0, np.uint8)))
-    h.update(memoryview(grid.mask.cpu().contiguous().numpy().view(np.uint8)))
-    h.update(repr((grid.mask_names, grid.names)).encode())
-    for job in grid.jobs:
-        h.update(repr((job.seed, job.start, job.stop, job.d_qk, list(job.group.items()))).encode())
-    for path in sorted(LIBRARY.rglob("*.py")):
-        h.update(str(path.relative_to(LIBRARY)).encode() + path.read_bytes())
-    h.update(f"torch {torch.__version__} numpy {np.__version__}".encode())
-    return h.hexdigest()
+    payload = [
+        f"{X0.dtype} {tuple(X0.shape)} {grid.X0.device.type} batch {batch_size}\n".encode(),
+        X0.view(torch.uint8).numpy().tobytes() if X0.numel() else b"",
+        grid.mask.cpu().contiguous().numpy().view(np.uint8).tobytes(),
+        repr((grid.mask_names, grid.names)).encode(),
+        *(repr((j.seed, j.start, j.stop, j.d_qk, list(j.group.items()))).encode() for j in grid.jobs),
+    ]
+    return provenance.digest("chunks", b"\n".join(payload), ["chunks"])
 
 
 def _open_folder(folder: Path, key: str, n_jobs: int) -> None:
@@ -106,7 +105,7 @@ def _timed(X, job: _sweep.Job, mask: torch.Tensor, names, device: str) -> float:
 
 def _job_flops(grid: _sweep.Grid, job: _sweep.Job) -> float:
     runs = (job.stop - job.start) * grid.mask.shape[0] * len(job.d_qk)
-    return _sweep.grid_flops(job.group, grid.X0.shape[-2], runs)
+    return grid_flops(job.group, grid.X0.shape[-2], runs)
 
 
 def _duration(seconds: float) -> str:

@@ -18,7 +18,6 @@ costs far more than the work itself (measured 5-50x slower on a loaded 2-core ma
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Sequence
 
@@ -26,6 +25,7 @@ import torch
 
 from .attention import scale_layernorm
 from .checks import ParameterError, check_float, check_int, check_matrix
+from .runtime import use_threads
 
 __all__ = [
     "value_matrix",
@@ -84,17 +84,6 @@ def _counts(N: int) -> torch.Tensor:
     return torch.arange(1, N + 1, dtype=torch.float64)[:, None]
 
 
-@contextlib.contextmanager
-def _single_thread():
-    """Run torch single-threaded inside the block (tiny tensors: threads cost more than they give)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def step(X: torch.Tensor, w: float, layernorm: bool = True) -> torch.Tensor:
     """One layer X -> LN(A X W_V) (or A X W_V without LN), batched over leading dims."""
     check_matrix("X", X)
@@ -115,7 +104,7 @@ def iterate(X0: torch.Tensor, W_V: torch.Tensor, steps: int, layernorm: bool = T
         raise ParameterError(f"W_V must be {X0.shape[-1]} x {X0.shape[-1]} to match X0's width, got {tuple(W_V.shape)}")
     X, W_V, counts = X0.double(), W_V.double(), _counts(X0.shape[-2])
     path = [X] if keep_path else None
-    with _single_thread(), torch.no_grad():
+    with use_threads(1), torch.no_grad():
         for _ in range(steps):
             X = _layer(X, W_V, counts, layernorm)
             if keep_path:
@@ -276,7 +265,7 @@ def stability_modes(X: torch.Tensor, w: float) -> tuple[torch.Tensor, torch.Tens
     check_matrix("X", X)
     N, d = X.shape
     X = X.double()
-    with _single_thread():  # small dense LAPACK calls: threads only contend (module docstring)
+    with use_threads(1):  # small dense LAPACK calls: threads only contend (module docstring)
         J = torch.autograd.functional.jacobian(lambda x: step(x.reshape(N, d), w).reshape(-1), X.reshape(-1))
         B = torch.block_diag(*tangent_basis(X))  # (N d, N (d - 1))
         values, vectors = torch.linalg.eig(B.T @ J @ B)

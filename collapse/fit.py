@@ -1,17 +1,19 @@
-"""Fitted collapse rates: least-squares slopes of log mu against the layer index.
+"""Fitted rates: slopes of log mu against the layer, and power laws fitted on log-log axes.
 
-PAPERS.md fits only where mu / mu(0) > 1e-10, because float64 floors log mu near
--35 and the floor would flatten the slope.
+Collapse rates are fitted only where mu / mu(0) > 1e-10, because float64 floors log mu
+near -35 and the floor would flatten the slope.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
 
-from .checks import check_float, check_int
+from .checks import ParameterError, check_float, check_int
 
-__all__ = ["log_slope", "loglog_slope", "floor_layer", "max_rise"]
+__all__ = ["log_slope", "loglog_fit", "LogLogFit", "floor_layer", "max_rise"]
 
 
 def _weighted_slope(x: np.ndarray, y: np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -44,14 +46,43 @@ def log_slope(mu, *, floor: float = 1e-10, start: int = 0, stop: int | None = No
     return _weighted_slope(x, log_mu, keep)
 
 
-def loglog_slope(values, *, start: int = 1) -> np.ndarray:
-    """Slope of log values against log layer over layers >= start (the log-log plots of Wu et al.)."""
-    start = check_int("start", start, minimum=1)
-    v = (values.numpy() if isinstance(values, torch.Tensor) else np.asarray(values, dtype=float)).astype(float)
-    layers = np.arange(v.shape[0], dtype=float).reshape((-1,) + (1,) * (v.ndim - 1))
-    keep = (layers >= start) & (v > 0)
-    with np.errstate(divide="ignore"):
-        return _weighted_slope(np.broadcast_to(np.log(np.maximum(layers, 1)), v.shape), np.log(np.where(v > 0, v, 1.0)), keep)
+class LogLogFit(NamedTuple):
+    """log y = slope log x + intercept per column; r2 its coefficient of determination, n the
+    points it used. Each field has y's shape without its first (point) dim (floats for 1-D y)."""
+
+    slope: np.ndarray
+    intercept: np.ndarray
+    r2: np.ndarray
+    n: np.ndarray
+
+
+def loglog_fit(x, y) -> LogLogFit:
+    """Least-squares power law y ~ x^slope per column of y (points along dim 0).
+
+    Why: "sr grows with T" and "the gradient grows like T^a" need a number, and how well a
+    power law describes the points. Points where y is not finite and > 0 (a norm of exactly
+    0, an overflow) have no logarithm: they are left out of their column, and `n` says how
+    many remained; a column with fewer than two points gives NaN. x must be finite and > 0.
+    """
+    x = np.asarray(x, dtype=float).ravel()
+    y = np.asarray(y, dtype=float)
+    if y.ndim == 0 or y.shape[0] != x.size or x.size < 2:
+        raise ParameterError(f"x and y must have the same length >= 2 along dim 0, got {x.size} and {y.shape}")
+    if not np.all(np.isfinite(x) & (x > 0)):
+        raise ParameterError("x must be finite and > 0 for a log-log fit")
+    keep = np.isfinite(y) & (y > 0)
+    lx = np.broadcast_to(np.log(x).reshape((-1,) + (1,) * (y.ndim - 1)), y.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ly = np.where(keep, np.log(np.where(keep, y, 1.0)), 0.0)
+        slope = _weighted_slope(lx, ly, keep)
+        count = keep.sum(0)
+        intercept = (np.where(keep, ly - slope * lx, 0.0)).sum(0) / count
+        residual = np.where(keep, ly - slope * lx - intercept, 0.0)
+        spread = np.where(keep, ly - np.where(keep, ly, 0).sum(0) / count, 0.0)
+        r2 = 1.0 - (residual**2).sum(0) / (spread**2).sum(0)
+    r2 = np.where(np.isfinite(slope) & ((spread**2).sum(0) > 0), r2, np.nan)
+    fitted = LogLogFit(slope, np.where(np.isfinite(slope), intercept, np.nan), r2, count)
+    return LogLogFit(*(float(v) for v in fitted)) if y.ndim == 1 else fitted
 
 
 def floor_layer(mu, *, floor: float = 1e-10) -> np.ndarray:

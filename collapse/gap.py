@@ -32,15 +32,20 @@ import pandas as pd
 import torch
 
 from . import metrics as _metrics
-from .attention import remove_outlier
+from . import rng
+from .attention import attention_matrix, remove_outlier
 from .checks import ParameterError, check_choice, check_float, check_int
 from .markov import random_markov
 
 __all__ = [
     "ATTENTIONS",
+    "KEYQUERY",
     "GapConfig",
     "isometric_input",
-    "seed_generator",
+    "attention_draws",
+    "layer_attention",
+    "layer_draws",
+    "input_and_generator",
     "attention_matrices",
     "gap_layer",
     "simulate",
@@ -52,12 +57,12 @@ __all__ = [
     "width_sweep",
     "width_sweep_flops",
     "first_layer",
-    "loglog_fit",
     "free_product_edge",
     "layer1_limits",
 ]
 
 ATTENTIONS = ("markov", "identity", "xavier", "normal")
+KEYQUERY = ("xavier", "normal")  # attention A(X) = softmax(X W_Q (X W_K)^T / sqrt(d))
 
 
 @dataclass(frozen=True)
@@ -85,12 +90,6 @@ class GapConfig:
         return base + ("⊥" if self.fix else "") + ("+skip" if self.skip else "") + ("+LN" if self.layernorm else "")
 
 
-def seed_generator(seed: int, stream: int = 0) -> torch.Generator:
-    """A CPU generator for (seed, stream): independent streams per seed and purpose."""
-    state = np.random.SeedSequence([check_int("seed", seed, minimum=0), stream]).generate_state(2, dtype=np.uint32)
-    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
-
-
 def isometric_input(T: int, d: int, *, generator: torch.Generator | None = None, dtype=torch.float64) -> torch.Tensor:
     """T x d with orthonormal rows (T <= d) or columns (T > d): a slice of a Haar orthogonal matrix."""
     n = max(check_int("T", T, minimum=1), check_int("d", d, minimum=1))
@@ -98,21 +97,34 @@ def isometric_input(T: int, d: int, *, generator: torch.Generator | None = None,
     return (q * torch.sign(torch.diagonal(r)))[:T, :d].to(dtype)
 
 
-def _keyquery(X: torch.Tensor, g: torch.Generator, std: float) -> torch.Tensor:
-    d = X.shape[-1]
-    W_Q = torch.randn(*X.shape[:-2], d, d, generator=g, dtype=torch.float64) * std
-    W_K = torch.randn(*X.shape[:-2], d, d, generator=g, dtype=torch.float64) * std
-    return torch.softmax((X @ W_Q) @ (X @ W_K).transpose(-1, -2) / math.sqrt(d), dim=-1)
+def attention_draws(kind: str, g: torch.Generator, T: int, d: int, batch=()) -> dict[str, torch.Tensor]:
+    """The random part of one layer's attention, float64 on the CPU, drawn from g.
+
+    "markov": the matrix A; "xavier" / "normal": the key-query weights W_Q, W_K with
+    N(0, 1/d) or N(0, 1) entries; "identity" draws nothing. Each leading `batch` dim
+    gets its own draw.
+    """
+    if kind == "markov":
+        return {"A": random_markov(T, generator=g, batch=batch)}
+    if kind == "identity":
+        return {}
+    std = 1 / math.sqrt(d) if kind == "xavier" else 1.0
+    return {role: torch.randn(*batch, d, d, generator=g, dtype=torch.float64) * std for role in ("W_Q", "W_K")}
+
+
+def layer_attention(kind: str, X: torch.Tensor, draws: dict[str, torch.Tensor]) -> torch.Tensor:
+    """This layer's attention at X (..., T, d) from its draws: A, I, or softmax(X W_Q (X W_K)^T / sqrt(d))."""
+    T = X.shape[-2]
+    if kind == "markov":
+        return draws["A"]
+    if kind == "identity":
+        return torch.eye(T, dtype=X.dtype, device=X.device).expand(*X.shape[:-2], T, T)
+    return attention_matrix(X, draws["W_Q"], draws["W_K"])
 
 
 def attention_matrices(X: torch.Tensor, kind: str, g: torch.Generator) -> torch.Tensor:
     """This layer's attention for a batch X (..., T, d), drawn from g (identity draws nothing)."""
-    T, d = X.shape[-2:]
-    if kind == "markov":
-        return random_markov(T, generator=g, batch=X.shape[:-2])
-    if kind == "identity":
-        return torch.eye(T, dtype=torch.float64).expand(*X.shape[:-2], T, T)
-    return _keyquery(X, g, 1 / math.sqrt(d) if kind == "xavier" else 1.0)
+    return layer_attention(kind, X, attention_draws(kind, g, *X.shape[-2:], batch=X.shape[:-2]))
 
 
 def gap_layer(X: torch.Tensor, A: torch.Tensor, W: torch.Tensor, config: GapConfig) -> torch.Tensor:
@@ -125,13 +137,6 @@ def gap_layer(X: torch.Tensor, A: torch.Tensor, W: torch.Tensor, config: GapConf
     if config.layernorm:
         Y = torch.nn.functional.layer_norm(Y, Y.shape[-1:], eps=1e-5)
     return Y
-
-
-def _check_seeds(seeds) -> list[int]:
-    seeds = [seeds] if isinstance(seeds, int) else list(seeds)
-    if not seeds:
-        raise ParameterError("seeds must name at least one seed")
-    return [check_int("seed", s, minimum=0) for s in seeds]
 
 
 # ---------------------------------------------------------------------------------------
@@ -172,27 +177,17 @@ def _evaluate(X: torch.Tensor, names: tuple[str, ...]) -> dict[str, torch.Tensor
 # The batched engine
 
 
-def _layer_draws(kind: str, g: torch.Generator, T: int, d: int) -> dict[str, torch.Tensor]:
-    """One layer's random matrices for one seed, float64 on the CPU, in a lone run's order: attention, then W."""
-    draws = {}
-    if kind == "markov":
-        draws["A"] = random_markov(T, generator=g)
-    elif kind in ("xavier", "normal"):
-        std = 1 / math.sqrt(d) if kind == "xavier" else 1.0
-        draws["W_Q"] = torch.randn(d, d, generator=g, dtype=torch.float64) * std
-        draws["W_K"] = torch.randn(d, d, generator=g, dtype=torch.float64) * std
+def layer_draws(kind: str, g: torch.Generator, T: int, d: int) -> dict[str, torch.Tensor]:
+    """One layer's random matrices for one seed, in a lone run's order: attention, then W."""
+    draws = attention_draws(kind, g, T, d)
     draws["W"] = torch.randn(d, d, generator=g, dtype=torch.float64)
     return draws
 
 
-def _attention(kind: str, X: torch.Tensor, draws: dict[str, torch.Tensor]) -> torch.Tensor:
-    """This layer's attention for X (S, T, d) from the stacked draws of its S seeds."""
-    T, d = X.shape[-2:]
-    if kind == "markov":
-        return draws["A"]
-    if kind == "identity":
-        return torch.eye(T, dtype=X.dtype, device=X.device).expand(X.shape[0], T, T)
-    return torch.softmax((X @ draws["W_Q"]) @ (X @ draws["W_K"]).transpose(-1, -2) / math.sqrt(d), dim=-1)
+def input_and_generator(config: GapConfig, seed: int) -> tuple[torch.Tensor, torch.Generator]:
+    """Seed `seed`'s X_0 and the generator its layers then draw from (stream 0 of the seed)."""
+    g = rng.generator(seed, 0)
+    return isometric_input(config.T, config.d, generator=g), g
 
 
 def _clone(g: torch.Generator) -> torch.Generator:
@@ -212,10 +207,10 @@ def _run_group(configs: list[GapConfig], gens, X0, names, dtype, device) -> dict
     start = _evaluate(X0, names)
     history = [{n: [v] for n, v in start.items()} for _ in configs]
     for _ in range(first.n_layers):
-        per_seed = [_layer_draws(first.attention, g, first.T, first.d) for g in gens]
+        per_seed = [layer_draws(first.attention, g, first.T, first.d) for g in gens]
         draws = {k: torch.stack([p[k] for p in per_seed]).to(dtype=dtype, device=device) for k in per_seed[0]}
         for c, config in enumerate(configs):
-            states[c] = gap_layer(states[c], _attention(first.attention, states[c], draws), draws["W"], config)
+            states[c] = gap_layer(states[c], layer_attention(first.attention, states[c], draws), draws["W"], config)
             for n, v in _evaluate(states[c], names).items():
                 history[c][n].append(v)
     return {n: torch.stack([torch.stack(h[n]) for h in history]) for n in names}
@@ -257,17 +252,16 @@ def simulate_many(
     """
     configs = _check_configs(configs)
     names = _check_metrics(metrics)
-    seeds = _check_seeds(seeds)
+    seeds = rng.check_seeds(seeds)
     if dtype not in (torch.float32, torch.float64):
         raise ParameterError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
     chunk = len(seeds) if seed_batch is None else check_int("seed_batch", seed_batch, minimum=1)
-    T, d = configs[0].T, configs[0].d
     kinds = list(dict.fromkeys(c.attention for c in configs))
     out = {n: torch.empty(len(configs), configs[0].n_layers + 1, len(seeds), dtype=torch.float64) for n in names}
     for start in range(0, len(seeds), chunk):
         part = seeds[start : start + chunk]
-        gens = [seed_generator(s) for s in part]
-        X0 = torch.stack([isometric_input(T, d, generator=g) for g in gens]).to(dtype=dtype, device=device)
+        X0, gens = zip(*(input_and_generator(configs[0], s) for s in part), strict=True)
+        X0 = torch.stack(X0).to(dtype=dtype, device=device)
         for kind in kinds:
             index = [i for i, c in enumerate(configs) if c.attention == kind]
             result = _run_group([configs[i] for i in index], [_clone(g) for g in gens], X0, names, dtype, device)
@@ -351,7 +345,7 @@ def width_sweep(
     """
     if not variants:
         raise ParameterError("variants must name at least one configuration")
-    seeds = _check_seeds(seeds)
+    seeds = rng.check_seeds(seeds)
     frames = []
     for gamma, T, d in _cells(T_values, gammas, max_width):
         configs = [GapConfig(T=T, d=d, n_layers=n_layers, **kw) for kw in variants.values()]
@@ -367,7 +361,7 @@ def width_sweep(
 def width_sweep_flops(variants: Mapping[str, dict], T_values, gammas, *, n_layers: int, n_seeds: int, max_width: int | None = None) -> float:
     """Useful FLOPs of `width_sweep` (2 x multiply-adds of A X, X W, the key-query products and the Gram metric).
 
-    Why: the paper profile prints an ETA before it starts (DESIGN.md); pair with sweep.eta_seconds.
+    Why: the paper profile prints an ETA before it starts ; pair with cost.eta_seconds.
     """
     total = 0.0
     for _, T, d in _cells(T_values, gammas, max_width):
@@ -384,36 +378,17 @@ def first_layer(config: GapConfig, seeds: int | Sequence[int] = 0) -> dict[str, 
     Why: to look inside the layer that `simulate` ran (with its very draws), e.g. how large
     the attention branch A⊥ X W is next to the skip X in the Xavier "trap" (PAPERS M4).
     """
-    seeds = _check_seeds(seeds)
-    gens = [seed_generator(s) for s in seeds]
-    X0 = torch.stack([isometric_input(config.T, config.d, generator=g) for g in gens])
-    per_seed = [_layer_draws(config.attention, g, config.T, config.d) for g in gens]
+    seeds = rng.check_seeds(seeds)
+    X0, gens = zip(*(input_and_generator(config, s) for s in seeds), strict=True)
+    X0 = torch.stack(X0)
+    per_seed = [layer_draws(config.attention, g, config.T, config.d) for g in gens]
     draws = {k: torch.stack([p[k] for p in per_seed]) for k in per_seed[0]}
-    A = _attention(config.attention, X0, draws)
+    A = layer_attention(config.attention, X0, draws)
     return {"X0": X0, "A": A, "W": draws["W"], "X1": gap_layer(X0, A, draws["W"], config)}
 
 
 # ---------------------------------------------------------------------------------------
-# Fits and the free-probability limits of layer 1
-
-
-def loglog_fit(x, y) -> tuple[float, float, float]:
-    """Least-squares fit log y = slope log x + intercept, and its R^2: the growth exponent of sr in T.
-
-    Why: "sr grows with T" needs a number: the exponent and how well a power law describes
-    the points (PAPERS M4). NaN or non-positive points are an error, not silently dropped.
-    """
-    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
-    if x.shape != y.shape or x.size < 2:
-        raise ParameterError(f"x and y must have the same length >= 2, got {x.size} and {y.size}")
-    if not (np.all(x > 0) and np.all(y > 0)):
-        raise ParameterError("x and y must be finite and > 0 for a log-log fit")
-    lx, ly = np.log(x), np.log(y)
-    slope, intercept = np.polyfit(lx, ly, 1)
-    residual = ly - (slope * lx + intercept)
-    total = ((ly - ly.mean()) ** 2).sum()
-    r2 = 1.0 - (residual**2).sum() / total if total > 0 else float("nan")
-    return float(slope), float(intercept), float(r2)
+# The free-probability limits of layer 1
 
 
 def free_product_edge(gamma: float) -> float:

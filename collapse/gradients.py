@@ -23,7 +23,6 @@ is float64 (D6).
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,9 +30,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import gap
-from .attention import remove_outlier
+from . import gap, rng
+from .attention import attention_matrix, remove_outlier
 from .checks import ParameterError, check_int
+from .fit import loglog_fit
 
 __all__ = [
     "Network",
@@ -48,12 +48,8 @@ __all__ = [
     "VARIANTS",
     "norm_grid",
     "fit_table",
-    "loglog_fit",
     "autograd_flops",
 ]
-
-_KEYQUERY_STD = {"xavier": lambda d: 1 / math.sqrt(d), "normal": lambda d: 1.0}
-
 
 @dataclass
 class Network:
@@ -86,30 +82,20 @@ class Network:
         if self.QK is None:
             return self.A[layer]
         W_Q, W_K = self.QK[layer]
-        return torch.softmax((X @ W_Q) @ (X @ W_K).transpose(-1, -2) / math.sqrt(X.shape[-1]), dim=-1)
-
-
-def _draw_keyquery(T: int, d: int, kind: str, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """W_Q, W_K in the order and scale gap.attention_matrices draws them (a test checks the match)."""
-    std = _KEYQUERY_STD[kind](d)
-    W_Q = torch.randn(d, d, generator=g, dtype=torch.float64) * std
-    W_K = torch.randn(d, d, generator=g, dtype=torch.float64) * std
-    return W_Q, W_K
+        return attention_matrix(X, W_Q, W_K)
 
 
 def _draw_one(config: gap.GapConfig, seed: int):
-    g = gap.seed_generator(seed)
-    X = X0 = gap.isometric_input(config.T, config.d, generator=g)
-    W, A, QK = [], [], []
+    """One seed's X_0 and layers, drawn as gap.simulate draws them (the same stream, order and maps)."""
+    X0, g = gap.input_and_generator(config, seed)
+    X, W, A, QK = X0, [], [], []
     for _ in range(config.n_layers):
-        if config.attention in _KEYQUERY_STD:
-            QK.append(_draw_keyquery(config.T, config.d, config.attention, g))
-            A_l = torch.softmax((X @ QK[-1][0]) @ (X @ QK[-1][1]).T / math.sqrt(config.d), dim=-1)
-        else:
-            A_l = gap.attention_matrices(X, config.attention, g)
-        W.append(torch.randn(config.d, config.d, generator=g, dtype=torch.float64))
-        A.append(A_l)
-        X = gap.gap_layer(X, A_l, W[-1], config)
+        draws = gap.layer_draws(config.attention, g, config.T, config.d)
+        A.append(gap.layer_attention(config.attention, X, draws))
+        W.append(draws["W"])
+        if config.attention in gap.KEYQUERY:
+            QK.append((draws["W_Q"], draws["W_K"]))
+        X = gap.gap_layer(X, A[-1], W[-1], config)
     return X0, W, A, QK
 
 
@@ -119,10 +105,7 @@ def draw(config: gap.GapConfig, seeds: int | Sequence[int] = 0) -> Network:
     A network of depth L is the first L layers of any deeper one with the same seed,
     so one draw at the largest depth serves every smaller depth.
     """
-    seeds = [seeds] if isinstance(seeds, int) else list(seeds)
-    if not seeds:
-        raise ParameterError("seeds must name at least one seed")
-    seeds = [check_int("seed", s, minimum=0) for s in seeds]
+    seeds = rng.check_seeds(seeds)
     parts = [_draw_one(config, s) for s in seeds]
     stack = lambda items: torch.stack(list(items))  # noqa: E731
     X0 = stack(p[0] for p in parts)
@@ -130,7 +113,7 @@ def draw(config: gap.GapConfig, seeds: int | Sequence[int] = 0) -> Network:
     W = [stack(p[1][i] for p in parts) for i in layers]
     A = [stack(p[2][i] for p in parts) for i in layers]
     QK = None
-    if config.attention in _KEYQUERY_STD:
+    if config.attention in gap.KEYQUERY:
         QK = [(stack(p[3][i][0] for p in parts), stack(p[3][i][1] for p in parts)) for i in layers]
     return Network(config, tuple(seeds), X0, W, A, QK)
 
@@ -285,29 +268,6 @@ def frozen_attention(net: Network) -> Network:
     return Network(config, net.seeds, net.X0, list(net.W), list(net.A), None)
 
 
-def loglog_fit(T, values) -> tuple[np.ndarray, np.ndarray]:
-    """Least-squares slope and intercept of log(values) against log(T), per column.
-
-    T: (n_T,); values: (n_T, ...) positive (non-positive or NaN entries are left out
-    of their column's fit, D6). Returns (slope, intercept), each of shape values.shape[1:].
-    """
-    T = np.asarray(T, dtype=float)
-    v = np.asarray(values, dtype=float)
-    flat = v.reshape(len(T), -1)
-    slopes, intercepts = [], []
-    for col in flat.T:
-        keep = np.isfinite(col) & (col > 0)
-        if keep.sum() < 2:
-            slopes.append(np.nan)
-            intercepts.append(np.nan)
-            continue
-        slope, intercept = np.polyfit(np.log(T[keep]), np.log(col[keep]), 1)
-        slopes.append(slope)
-        intercepts.append(intercept)
-    shape = v.shape[1:]
-    return np.array(slopes).reshape(shape), np.array(intercepts).reshape(shape)
-
-
 def autograd_flops(T: int, d: int, depth: int, n_seeds: int, keyquery: bool) -> float:
     """Rough float64 FLOP count of `autograd_norm`, for the notebooks' ETA: T d cotangents per
     seed, each a backward pass (~2x a forward) through layers 2..depth (6 T d^2 + 4 T^2 d per
@@ -354,7 +314,7 @@ def fit_table(frame: pd.DataFrame) -> pd.DataFrame:
     exactly 0, D6) are left out of the means and counted in "n_zero"."""
     finite = frame[np.isfinite(frame["log_norm"])]
     means = finite.groupby(["kind", "variant", "fix", "L", "T"])["log_norm"].mean().unstack("T")
-    slope, _ = loglog_fit(means.columns.to_numpy(), np.exp(means.to_numpy().T))
+    slope = loglog_fit(means.columns.to_numpy(), np.exp(means.to_numpy().T)).slope
     table = means.rename(columns=lambda T: f"log T={T}")
     table.insert(0, "slope", slope)
     zeros = (~np.isfinite(frame["log_norm"])).groupby([frame[k] for k in ["kind", "variant", "fix", "L"]]).sum()

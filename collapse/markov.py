@@ -17,7 +17,9 @@ import torch
 from scipy.optimize import linear_sum_assignment
 from scipy.sparse.linalg import svds
 
+from . import rng
 from .checks import ParameterError, check_choice, check_float, check_int, check_matrix
+from .runtime import use_threads
 
 __all__ = [
     "random_markov",
@@ -104,18 +106,6 @@ def _gram_product(M: torch.Tensor, V: torch.Tensor, rows: int = 32) -> tuple[tor
     return W, Zt.mT
 
 
-@contextlib.contextmanager
-def _one_thread(active: bool):
-    """One CPU thread while active: on a busy machine, tiny products lose more to thread hand-offs than they gain."""
-    before = torch.get_num_threads()
-    if active:
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def _ritz(G: torch.Tensor, V: torch.Tensor, Z: torch.Tensor, k: int):
     """Ritz values sigma (descending), vectors Y, and the top-k relative residuals ||A^T u - sigma v|| / sigma_1."""
     theta, Y = torch.linalg.eigh((G + G.mT) / 2)
@@ -171,7 +161,7 @@ def lanczos_singular_values(
     max_steps = max_steps or 20 * n // block + 100
     V, Z = M.new_zeros(*batch, n, cap + block), M.new_zeros(*batch, n, cap + block)
     W, G = M.new_zeros(*batch, M.shape[-2], cap + block), M.new_zeros(*batch, cap + block, cap + block)
-    start = torch.randn(*batch, n, min(block, n), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    start = torch.randn(*batch, n, min(block, n), generator=rng.generator(seed), dtype=torch.float64)
     V[..., : start.shape[-1]] = _orthonormal_block(start.to(M.device), None)
     m, b, history, info, done = 0, start.shape[-1], [], {}, False
     small = M.device.type == "cpu"  # small products on one thread; the two large ones on all of them
@@ -179,7 +169,7 @@ def lanczos_singular_values(
         new = slice(m, m + b)
         W[..., new], Z[..., new] = _gram_product(M, V[..., new].contiguous())  # a strided column makes the product 2x slower
         m += b
-        with _one_thread(small):
+        with use_threads(1) if small else contextlib.nullcontext():
             G[..., :m, new] = V[..., :m].mT @ Z[..., new]
             G[..., new, :m] = G[..., :m, new].mT.clone()
             sigma, Y, relative = _ritz(G[..., :m, :m], V[..., :m], Z[..., :m], k)

@@ -22,11 +22,11 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
 from . import metrics as _metrics
+from . import rng
 from .attention import LAYERNORMS, masked_softmax, remove_outlier, temperature_scale
 from .checks import ParameterError, check_choice, check_float, check_int
 from .masks import check_mask
@@ -122,14 +122,9 @@ class LayerWeights:
 _ROLES = ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V", "W_O", "b_O", "W_1", "b_1", "W_2", "b_2")
 
 
-def _generator(seed: int, layer: int, role: str) -> torch.Generator:
-    state = np.random.SeedSequence([seed, layer, _ROLES.index(role)]).generate_state(2, dtype=np.uint32)
-    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
-
-
 def _draw(config: SANConfig, seed: int, layer: int, role: str, fan_in: int, shape) -> torch.Tensor:
     """One parameter tensor in float64 on the CPU, by the config's init scheme."""
-    g = _generator(seed, layer, role)
+    g = rng.generator(seed, layer, _ROLES.index(role))
     is_bias = role.startswith("b_")
     if config.init == "bert_normal":
         t = torch.zeros(shape, dtype=torch.float64) if is_bias else torch.randn(shape, generator=g, dtype=torch.float64) * 0.02
@@ -145,17 +140,10 @@ def _draw(config: SANConfig, seed: int, layer: int, role: str, fan_in: int, shap
     return t
 
 
-def _check_seeds(seed) -> list[int]:
-    seeds = list(seed) if isinstance(seed, Sequence) and not isinstance(seed, str) else [seed]
-    if not seeds:
-        raise ParameterError("seed must be an int >= 0 or a non-empty sequence of them, got an empty sequence")
-    return [check_int("seed", s, minimum=0) for s in seeds]
-
-
 def init_layer(config: SANConfig, layer: int, seed: int | Sequence[int] = 0, *, dtype=torch.float64, device=None) -> LayerWeights:
     """Fresh weights of layer `layer`; a sequence of seeds stacks them along a leading dim."""
     layer = check_int("layer", layer, minimum=0)
-    seeds = _check_seeds(seed)
+    seeds = rng.check_seeds(seed)
     d, f = config.d, config.ffn_width
     spec = {"W_Q": (d, (d, d)), "W_K": (d, (d, d)), "W_V": (d, (d, d))}
     if config.bias:

@@ -18,8 +18,6 @@ Results are bit-for-bit those of `san.simulate` called on each cell of the grid
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -28,92 +26,16 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from . import fit
 from . import metrics as _metrics
-from .attention import centered_layernorm, temperature_scale
-from .checks import ParameterError, check_choice, check_float, check_int
+from . import rng
+from .attention import temperature_scale
+from .checks import ParameterError, check_float, check_int
 from .masks import check_mask
 from .san import SANConfig, apply_layer, init_layers
 
-__all__ = [
-    "embedding_inputs",
-    "sweep",
-    "plan",
-    "run_job",
-    "job_frames",
-    "Job",
-    "Grid",
-    "curves",
-    "log_stats",
-    "rates",
-    "at_layer",
-    "summary",
-    "grid_flops",
-    "eta_seconds",
-    "pick_device",
-    "DEVICES",
-]
+__all__ = ["GRID", "sweep", "plan", "run_job", "job_frames", "Job", "Grid"]
 
-GRID = ["config", "mask", "d_qk"]
-DEVICES = ("cpu", "cuda", "auto")
-
-
-def pick_device(name: str = "auto") -> torch.device:
-    """The device a notebook's `device` parameter names: "auto" is cuda when torch sees a GPU, else cpu.
-
-    Why: the paper profile should use a GPU wherever there is one without a per-machine
-    setting, while asking for "cuda" where there is none must stop with one line, not
-    quietly run for hours on the CPU.
-    """
-    check_choice("device", name, DEVICES)
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ParameterError("device cuda: torch sees no CUDA GPU here; use device=auto or device=cpu")
-    return torch.device(name)
-
-
-def embedding_inputs(
-    n_samples: int,
-    n_tokens: int,
-    d: int,
-    *,
-    seed: int = 0,
-    std: float = 0.02,
-    eps: float = 1e-12,
-    shared: bool = True,
-    dtype=torch.float64,
-    device=None,
-) -> torch.Tensor:
-    """BERT's embedding output at random init, (n_samples, n_tokens, d): LN(word + position + type).
-
-    Why: Wu et al. feed the SANs BERT's embedding output (PAPERS.md D3). At random init
-    the three tables are N(0, std^2) (D1); the position table and the one token-type row
-    are shared by every sample, and each token gets its own word row (with a 30k
-    vocabulary repeats are rare). The shared rows give the tokens a common component,
-    as in BERT; the LayerNorm is centred with gain 1, bias 0 and BERT's eps.
-    shared=False draws the position and type rows afresh for every token, which makes
-    all rows independent (LayerNorm of i.i.d. Gaussian rows, PAPERS.md's pre-check):
-    the comparison shows how much the shared component matters.
-    """
-    n_samples = check_int("n_samples", n_samples, minimum=1)
-    n_tokens = check_int("n_tokens", n_tokens, minimum=1)
-    d = check_int("d", d, minimum=1)
-    std = check_float("std", std, positive=True)
-    g = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
-    rows = (n_samples, n_tokens) if not shared else ()
-    position = torch.randn(*(rows or (n_tokens,)), d, generator=g, dtype=torch.float64)
-    token_type = torch.randn(*rows, d, generator=g, dtype=torch.float64)
-    words = torch.randn(n_samples, n_tokens, d, generator=g, dtype=torch.float64)
-    X = centered_layernorm(std * (words + position + token_type), eps)
-    return X.to(dtype=dtype, device=device)
-
-
-def _seeds(seed) -> list[int]:
-    seeds = list(seed) if isinstance(seed, Sequence) and not isinstance(seed, str) else [seed]
-    if not seeds:
-        raise ParameterError("seed must be an int >= 0 or a non-empty sequence of them, got an empty sequence")
-    return [check_int("seed", s, minimum=0) for s in seeds]
+GRID = ["config", "mask", "d_qk"]  # the columns that name a curve of a sweep's frame
 
 
 def _check_grid(X0, configs, masks, d_qk):
@@ -186,7 +108,7 @@ def plan(X0, configs, masks, *, d_qk=(None,), metrics=("mu",), seed=0, batch_siz
     chunk = n_samples if batch_size is None else check_int("batch_size", batch_size, minimum=1)
     mask = torch.stack(list(masks.values())).to(X0.device)[:, None, None]
     jobs = []
-    for s in _seeds(seed):
+    for s in rng.check_seeds(seed):
         for group in _groups(configs):
             head = next(iter(group.values())).head_dim
             used = tuple(float(head) if v is None else float(v) for v in d_qk)
@@ -269,113 +191,3 @@ def sweep(
     return pd.concat(frames, ignore_index=True)
 
 
-def _select(frame: pd.DataFrame, select: dict) -> pd.DataFrame:
-    for column, value in select.items():
-        if column not in frame:
-            raise ParameterError(f"no column {column!r}; columns are {', '.join(frame.columns)}")
-        frame = frame[np.isclose(frame[column], value)] if column == "d_qk" else frame[frame[column] == value]
-    if frame.empty:
-        raise ParameterError(f"no rows match {select}")
-    return frame
-
-
-def curves(frame: pd.DataFrame, metric: str = "mu", **select) -> np.ndarray:
-    """Metric values as an array (layers, runs) for the selected rows (e.g. config=..., mask=...).
-
-    Why: the plotting band and fit.log_slope take (layers x runs) arrays; runs are
-    (seed, sample) pairs and every selected grid cell must be fully run.
-    """
-    rows = _select(frame, select)
-    table = rows.pivot_table(index="layer", columns=[c for c in [*GRID, "seed", "sample"] if c in rows], values=metric, aggfunc="first")
-    return table.to_numpy(dtype=float)
-
-
-def log_stats(frame: pd.DataFrame, metric: str = "mu", floor: float = 1e-300) -> pd.DataFrame:
-    """Mean and std over runs of log(metric), per (config, mask, d_qk, layer).
-
-    Why: the papers plot mu on log axes and our verdicts compare log mu; values below
-    `floor` (exact zeros once tokens coincide bit for bit) are clipped to it so that
-    log stays finite.
-    """
-    logged = frame.assign(log=np.log(np.maximum(frame[metric].to_numpy(dtype=float), floor)))
-    stats = logged.groupby([*GRID, "layer"])["log"].agg(["mean", "std", "count"])
-    return stats.reset_index()
-
-
-def at_layer(frame: pd.DataFrame, layer: int, metric: str = "mu") -> pd.DataFrame:
-    """Mean log(metric) at one layer as a table: rows (config, mask), columns d_qk.
-
-    Why: the verdicts read log mu at a given depth across temperatures and masks.
-    """
-    stats = log_stats(frame, metric)
-    return stats[stats["layer"] == check_int("layer", layer, minimum=0)].pivot_table(index=["config", "mask"], columns="d_qk", values="mean")
-
-
-def rates(frame: pd.DataFrame, metric: str = "mu", *, start: int = 0, stop: int | None = None, floor: float = 1e-10) -> pd.DataFrame:
-    """Least-squares slope of log(metric) against the layer, per (config, mask, d_qk): mean and std over runs.
-
-    Why: PAPERS.md's rate checks fit only layers start..stop-1 where mu/mu(0) > floor
-    (float64 floors log mu near -35). A run with fewer than two such layers gives NaN.
-    """
-    out = []
-    for key, rows in frame.groupby(GRID, sort=False):
-        values = curves(rows, metric)
-        slope = fit.log_slope(values, floor=floor, start=start, stop=stop)
-        finite = slope[np.isfinite(slope)]
-        mean, std = (finite.mean(), finite.std()) if finite.size else (math.nan, math.nan)
-        out.append({**dict(zip(GRID, key, strict=True)), "slope": mean, "std": std, "runs": finite.size})
-    return pd.DataFrame(out)
-
-
-def summary(frame: pd.DataFrame, metric: str = "mu", *, start: int = 0, stop: int | None = None, floor: float = 1e-10) -> pd.DataFrame:
-    """Per (config, mask, d_qk): mean log(metric) at the first and last layer, their difference and the fitted slope.
-
-    Why: every verdict on a sweep reads these numbers (a net fall, a slope, an ordering
-    at the last layer); one table keeps the notebooks short. Columns first, last,
-    delta (= last - first) and slope (as in `rates`).
-    """
-    stats = log_stats(frame, metric)
-    pick = lambda layer: stats[stats["layer"] == layer].set_index(GRID)["mean"]  # noqa: E731
-    table = pd.DataFrame({"first": pick(stats["layer"].min()), "last": pick(stats["layer"].max())})
-    table["delta"] = table["last"] - table["first"]
-    table["slope"] = rates(frame, metric, start=start, stop=stop, floor=floor).set_index(GRID)["slope"]
-    return table
-
-
-def grid_flops(configs: Mapping[str, SANConfig], n_tokens: int, n_runs: int) -> float:
-    """Useful FLOPs of a sweep: each config run on n_runs sequences (samples x masks x d_qk x seeds).
-
-    Why: DESIGN.md asks the paper profile to print an ETA before it starts. Counts
-    2 x multiply-adds of the Q/K/V(/O) projections, scores, A V and, for "full", the FFN;
-    softmax, LayerNorm and metrics are not counted.
-    """
-    n = check_int("n_tokens", n_tokens, minimum=1)
-    total = 0.0
-    for config in configs.values():
-        d, f = config.d, config.ffn_width
-        per_layer = 2 * n * d * d * (4 if config.out_proj else 3) + 4 * n * n * d
-        if config.variant == "full":
-            per_layer += 4 * n * d * f
-        total += per_layer * config.n_layers
-    return total * check_int("n_runs", n_runs, minimum=1)
-
-
-def eta_seconds(flops: float, *, dtype=torch.float64, device=None, efficiency: float = 0.5) -> float:
-    """Seconds `flops` should take here: flops / (efficiency x a plain matmul's measured rate).
-
-    Why: an ETA measured on the machine that will run the sweep, not a guess; the
-    efficiency (the SAN's share of the matmul rate, DESIGN.md's goal is >= 0.6) is a
-    parameter because it varies with sizes and load. Takes about 0.1 s to measure.
-    """
-    efficiency = check_float("efficiency", efficiency, positive=True)
-    g = torch.Generator().manual_seed(0)
-    A = torch.randn(1024, 768, generator=g, dtype=dtype).to(device)
-    B = torch.randn(768, 768, generator=g, dtype=dtype).to(device)
-    A @ B  # warm-up
-    repeats, start = 5, time.perf_counter()
-    for _ in range(repeats):
-        C = A @ B
-    if C.is_cuda:
-        torch.cuda.synchronize()
-    rate = repeats * 2 * 1024 * 768 * 768 / (time.perf_counter() - start)
-    return float(flops) / (efficiency * rate)

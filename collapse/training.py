@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 from scipy import stats
 
-from . import gap
+from . import gap, rng
 from .checks import ParameterError, check_choice, check_float, check_int
 from .markov import random_markov
 
@@ -98,7 +98,7 @@ def target(X: torch.Tensor, name: str) -> torch.Tensor:
 
 
 def _data(config: TrainConfig, seed: int) -> torch.Tensor:
-    g = gap.seed_generator(seed, stream=1)
+    g = rng.generator(seed, 1)
     return torch.stack([gap.isometric_input(config.T, config.d, generator=g) for _ in range(config.n_samples)])
 
 
@@ -110,7 +110,7 @@ def init_weights(config: TrainConfig, seed: int) -> dict[str, torch.Tensor]:
     (depth, T, T) fixed Markov attention, or "W_Q", "W_K" (depth, d, d) with std
     1/sqrt(d) (xavier) or 1 (normal). The draws do not depend on value_init's scale.
     """
-    g = gap.seed_generator(seed, stream=2)
+    g = rng.generator(seed, 2)
     L, T, d = config.depth, config.T, config.d
     weights = {"W_V": torch.randn(L, d, d, generator=g, dtype=torch.float64) / (math.sqrt(d) if config.value_init == "scaled" else 1.0)}
     if config.attention == "markov":

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from conftest import without_network
 
-from collapse import assignments, cli, runner
+from collapse.book import assignments, cli, runner
 from collapse.checks import ParameterError
 
 ROOT = Path(__file__).resolve().parents[1]

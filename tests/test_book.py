@@ -7,7 +7,7 @@ import sys
 
 import yaml
 
-from collapse import runner
+from collapse.book import runner
 
 
 def test_book_builds_without_warnings(fast_book):

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from collapse import runner
+from collapse.book import runner
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -8,7 +8,8 @@ import textwrap
 import pandas as pd
 import pytest
 
-from collapse import chunks, executors, masks, san, sweep
+from collapse import chunks, inputs, masks, san, sweep
+from collapse.book import executors
 from collapse.checks import ParameterError
 
 N, D = 10, 12
@@ -18,7 +19,7 @@ GRID = dict(d_qk=[0.25, None], seed=[1, 2], metrics=("mu", "stable_rank"), batch
 def grid():
     configs = {v: san.SANConfig.bert(variant=v, n_layers=2, d=D, n_heads=3, d_ff=20) for v in ("attention", "full")}
     configs["normal"] = san.SANConfig.bert(variant="ln", n_layers=2, d=D, n_heads=3, init="bert_normal")  # a second weight group
-    return sweep.embedding_inputs(5, N, D, seed=5), configs, {m: masks.make(m, N) for m in ("complete", "causal")}
+    return inputs.embedding_inputs(5, N, D, seed=5), configs, {m: masks.make(m, N) for m in ("complete", "causal")}
 
 
 class Counting(executors.LocalExecutor):

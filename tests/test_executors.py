@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 from test_runner import RAISES, TOY
 
-from collapse import chunks, executors, masks, runner, san, sweep
+from collapse import chunks, inputs, masks, san, sweep
+from collapse.book import executors, runner
 from collapse.checks import ParameterError
 
 NOTEBOOKS = ["05-temperature", "08-width"]  # a SAN sweep and a Mind-the-Gap stack, both short in the fast profile
@@ -38,7 +39,7 @@ def test_bad_executor_options_are_one_line_errors(kind, kw, message):
 def test_a_sweep_on_dask_is_the_local_sweep_bit_for_bit(dask, tmp_path):
     configs = {v: san.SANConfig.bert(variant=v, n_layers=3, d=64, n_heads=4) for v in ("attention", "skip_ln", "full")}
     mask_set = {m: masks.make(m, 32) for m in ("complete", "causal_sliding_window")}
-    X0 = sweep.embedding_inputs(6, 32, 64, seed=3)
+    X0 = inputs.embedding_inputs(6, 32, 64, seed=3)
     grid = dict(d_qk=[1.0, None], seed=[0, 1], batch_size=2)
     local = chunks.sweep(X0, configs, mask_set, **grid, folder=tmp_path / "local")
     remote = chunks.sweep(X0, configs, mask_set, **grid, folder=tmp_path / "dask", executor=dask)
@@ -88,7 +89,7 @@ def test_a_raising_notebook_on_dask_names_its_cell(dask, tmp_path):
 def test_a_running_scheduler_is_used_by_its_address(dask):
     configs = {"attention": san.SANConfig.bert(variant="attention", n_layers=2, d=16, n_heads=2)}
     mask_set = {"causal": masks.make("causal", 8)}
-    X0 = sweep.embedding_inputs(3, 8, 16, seed=1)
+    X0 = inputs.embedding_inputs(3, 8, 16, seed=1)
     with executors.make("dask", scheduler=dask.client.scheduler.address) as remote:
         assert (remote.name, remote.workers) == ("dask", 2)
         got = chunks.sweep(X0, configs, mask_set, batch_size=1, executor=remote)

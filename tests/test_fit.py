@@ -30,10 +30,27 @@ def test_log_slope_window_and_too_few_points():
     assert math.isnan(fit.log_slope(np.array([1.0, 1e-20, 1e-20])))  # a single point above the floor
 
 
-def test_loglog_slope_recovers_a_power_law():
-    t = np.arange(1, 50, dtype=float)
-    values = np.concatenate([[7.0], 2.0 * t**-1.5])  # layer 0 is skipped (log 0)
-    assert fit.loglog_slope(values) == pytest.approx(-1.5)
+def test_loglog_fit_recovers_a_power_law_with_r2():
+    T = np.array([20.0, 40.0, 80.0, 160.0])
+    line = fit.loglog_fit(T, 3 * T**0.7)
+    assert line.slope == pytest.approx(0.7) and line.intercept == pytest.approx(math.log(3))
+    assert line.r2 == pytest.approx(1.0) and line.n == 4
+    assert fit.loglog_fit(T, [1.0, 2.0, 1.0, 2.0]).r2 < 0.5
+    # the same numbers as numpy's own least squares on the logs
+    slope, intercept = np.polyfit(np.log(T), np.log([1.0, 2.0, 1.5, 2.5]), 1)
+    line = fit.loglog_fit(T, [1.0, 2.0, 1.5, 2.5])
+    assert line.slope == pytest.approx(slope, rel=1e-12) and line.intercept == pytest.approx(intercept)
+
+
+def test_loglog_fit_per_column_leaves_out_points_without_a_logarithm():
+    T = np.array([10.0, 20.0, 40.0, 80.0])
+    values = np.stack([3 * T**2, 0.5 * T**1.5, [1.0, 0.0, -1.0, np.nan]], axis=1)
+    values[0, 1] = np.nan
+    line = fit.loglog_fit(T, values)
+    np.testing.assert_allclose(line.slope[:2], [2.0, 1.5])
+    np.testing.assert_allclose(line.intercept[:2], [math.log(3), math.log(0.5)])
+    assert line.n.tolist() == [4, 3, 1]
+    assert np.isnan(line.slope[2]) and np.isnan(line.intercept[2]) and np.isnan(line.r2[2])
 
 
 def test_floor_layer_is_the_first_layer_below_the_floor():
@@ -50,7 +67,8 @@ def test_floor_layer_is_the_first_layer_below_the_floor():
         (lambda: fit.log_slope(np.ones(3), floor=-1.0), "floor must be a number >= 0"),
         (lambda: fit.log_slope(np.ones(3), start=-1), "start must be an int >= 0"),
         (lambda: fit.log_slope(np.ones(3), start=2, stop=2), "stop must be an int >= 3"),
-        (lambda: fit.loglog_slope(np.ones(3), start=0), "start must be an int >= 1"),
+        (lambda: fit.loglog_fit([1.0, 2.0], [1.0, 2.0, 3.0]), "same length"),
+        (lambda: fit.loglog_fit([0.0, 2.0], [1.0, 2.0]), "x must be finite and > 0"),
         (lambda: fit.floor_layer(np.ones(3), floor=0.0), "floor must be a number > 0"),
         (lambda: fit.max_rise(np.ones(3), floor=-1.0), "floor must be a number >= 0"),
     ],

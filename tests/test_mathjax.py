@@ -21,11 +21,11 @@ from types import SimpleNamespace
 import pytest
 from sphinx.errors import ConfigError
 
-from collapse import mathjax
+from collapse.book import mathjax
 from collapse.checks import ParameterError
 
 ROOT = Path(__file__).resolve().parents[1]
-FETCH = "run `make install` or `python -m collapse.mathjax`"
+FETCH = "run `make install` or `python -m collapse.book.mathjax`"
 KEPT = {
     "package/LICENSE": "LICENSE",
     "package/es5/tex-chtml.js": "tex-chtml.js",
@@ -78,10 +78,10 @@ def test_a_tarball_without_the_renderer_is_refused(tmp_path):
 
 
 def test_fetching_needs_npm_only_when_the_copy_is_missing(tmp_path, monkeypatch, capsys):
-    """`python -m collapse.mathjax` (its main, in this process: a subprocess would spend seconds importing torch)."""
+    """`python -m collapse.book.mathjax` (its main, in this process: a subprocess would spend seconds importing torch)."""
     monkeypatch.setenv("PATH", str(tmp_path / "no-npm-here"))
     assert mathjax.main(["--root", str(tmp_path)]) == 1
-    expected = f"collapse.mathjax: error: npm not found: install Node.js and npm to fetch mathjax@{mathjax.VERSION} from the npm registry"
+    expected = f"collapse.book.mathjax: error: npm not found: install Node.js and npm to fetch mathjax@{mathjax.VERSION} from the npm registry"
     assert capsys.readouterr().err.strip().splitlines() == [expected]
     tarball = tmp_path / "mathjax.tgz"
     mathjax.install_from(tarball, tmp_path / mathjax.FOLDER, make_tarball(tarball, KEPT))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from collapse import runner
+from collapse.book import runner
 
 ROOT = Path(__file__).resolve().parents[1]
 

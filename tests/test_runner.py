@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from collapse import runner
+from collapse.book import runner
 from collapse.checks import ParameterError
 
 HEADER = """\

@@ -5,10 +5,10 @@ import pytest
 import torch
 from scipy import stats
 
-from collapse import gap, training
+from collapse import gap, runtime, training
 from collapse.checks import ParameterError
 
-torch.set_num_threads(1)
+runtime.use_threads(1)
 
 
 def small(**kw):
@@ -110,7 +110,7 @@ def test_bad_inputs():
         training.TrainConfig(T=4, d=4, depth=0)
     with pytest.raises(ParameterError, match="lr must be a number > 0"):
         training.train(small(), [0], [0.0])
-    with pytest.raises(ParameterError, match="seeds must name at least one seed"):
+    with pytest.raises(ParameterError, match="seed must be an int >= 0 or a non-empty sequence"):
         training.train(small(), [], [0.1])
 
 

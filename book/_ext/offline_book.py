@@ -2,7 +2,7 @@
 
 Loaded through `sphinx: local_extensions` in _config.yml rather than from the `collapse`
 package: importing that package imports torch, which would add seconds to every build
-for three small event handlers. The copy itself is fetched by `python -m collapse.mathjax`
+for three small event handlers. The copy itself is fetched by `python -m collapse.book.mathjax`
 (run by `make install`) into book/_static/mathjax; tests/test_browser.py checks the result
 in a real browser, which is where the two page fixes below were found.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sphinx.errors import ConfigError
 
-FETCH = "run `make install` or `python -m collapse.mathjax`"
+FETCH = "run `make install` or `python -m collapse.book.mathjax`"
 
 
 def _check_local_copy(app) -> None:

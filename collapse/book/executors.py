@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 import torch
 
-from .checks import ParameterError, check_choice, check_int
+from ..checks import ParameterError, check_choice, check_int
 
 __all__ = ["EXECUTORS", "LocalExecutor", "DaskExecutor", "make"]
 

@@ -1,7 +1,7 @@
 """A local copy of MathJax 3 inside the built book, so that reading it makes no CDN request.
 
 Sphinx loads MathJax from a CDN by default (DESIGN.md, Known pitfalls). `python -m
-collapse.mathjax` (run by `make install`) takes the MathJax release pinned below from the
+collapse.book.mathjax` (run by `make install`) takes the MathJax release pinned below from the
 npm registry with npm itself, checks the tarball against the pinned sha512, and keeps only
 what the TeX-to-HTML renderer needs: `tex-chtml.js`, the TeX extensions it autoloads (for
 macros such as `\\boldsymbol`), its woff fonts and the licence, about 2 MB of the 24 MB
@@ -25,7 +25,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from .checks import ParameterError
+from ..checks import ParameterError
 
 __all__ = ["VERSION", "FOLDER", "MathJaxError", "fetch", "install_from", "is_installed", "require"]
 
@@ -42,7 +42,7 @@ KEEP = {
     "package/es5/input/tex/extensions/": "input/tex/extensions/",
     "package/es5/output/chtml/fonts/woff-v2/": "output/chtml/fonts/woff-v2/",
 }
-MISSING = f"MathJax {VERSION} is missing from {FOLDER.as_posix()}: run `make install` or `python -m collapse.mathjax`"
+MISSING = f"MathJax {VERSION} is missing from {FOLDER.as_posix()}: run `make install` or `python -m collapse.book.mathjax`"
 
 
 class MathJaxError(RuntimeError):
@@ -125,7 +125,7 @@ def require(root: Path) -> Path:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m collapse.mathjax", description=f"Fetch {PACKAGE}@{VERSION} for the offline book.")
+    parser = argparse.ArgumentParser(prog="python -m collapse.book.mathjax", description=f"Fetch {PACKAGE}@{VERSION} for the offline book.")
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="the checkout (default: the current folder)")
     parser.add_argument("--force", action="store_true", help="fetch again even when the pinned release is there")
     args = parser.parse_args(argv)
@@ -134,7 +134,7 @@ def main(argv=None) -> int:
     try:
         fetch(args.root, force=args.force)
     except MathJaxError as err:
-        print(f"collapse.mathjax: error: {err}", file=sys.stderr)
+        print(f"collapse.book.mathjax: error: {err}", file=sys.stderr)
         return 1
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     print(f"MathJax {VERSION} {'fetched into' if fresh else 'already in'} {folder} ({size / 1e6:.1f} MB)")

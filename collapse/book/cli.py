@@ -16,8 +16,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import assignments, executors, mathjax, report, runner
-from .checks import ParameterError
+from .. import report
+from ..checks import ParameterError
+from . import assignments, executors, mathjax, runner, scoreboard
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -86,7 +87,7 @@ def _run_all(project: runner.Project, names, profile: str, sets, *, force=False,
 
 def _verdicts(project: runner.Project, as_json: bool) -> int:
     records = runner.collect_records(project)
-    problems = report.check_expectations(records, project.expectations())
+    problems = scoreboard.check_expectations(records, project.expectations())
     if as_json:
         keys = ("notebook", "key", "claim", "paper_ref", "measured", "expected", "passed", "profile")
         print(json.dumps([{k: r[k] for k in keys} for r in records], indent=1))
@@ -106,8 +107,8 @@ def _book(project: runner.Project, profile: str, student: bool = False, **execut
     mathjax.require(project.root)  # before minutes of notebooks: the build needs the local copy
     _run_all(project, [], profile, [], **executor)
     records, expectations = runner.collect_records(project), project.expectations()
-    (project.executed_dir / "scoreboard.md").write_text(report.scoreboard_markdown(records, expectations))
-    (project.executed_dir / "summary.md").write_text(report.summary_markdown(records, expectations))
+    (project.executed_dir / "scoreboard.md").write_text(scoreboard.scoreboard_markdown(records, expectations))
+    (project.executed_dir / "summary.md").write_text(scoreboard.summary_markdown(records, expectations))
     jupyter_book = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
     if jupyter_book is None:
         raise ParameterError("jupyter-book is not installed: pip install 'collapse[book]' (or run `make book`)")

@@ -1,17 +1,17 @@
 """Execute the MyST notebooks with papermill: profiles, parameter checks, content-hash cache.
 
-Data flow (DESIGN.md): notebooks/NN-name.md --(jupytext + papermill, profile parameters)-->
-book/executed/NN-name.ipynb and NN-name.verdicts.json. Every parameter is checked
-against the notebook's `parameters` cell (name, type) and the ranges in its header
-before anything runs, and a notebook is re-executed only when the hash of its source,
-resolved parameters, every file of collapse/ and the torch/numpy versions changes.
+notebooks/NN-name.md --(jupytext + papermill, profile parameters)--> book/executed/
+NN-name.ipynb and NN-name.verdicts.json. Every parameter is checked against the
+notebook's `parameters` cell (name, type) and the ranges in its header before anything
+runs, and a notebook is re-executed only when its provenance digest changes (its source
+and parameters, the science modules it imports, the numeric packages' versions: see
+collapse.provenance); editing this tooling re-executes nothing.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -19,17 +19,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-import torch
 import yaml
 
-from . import report
-from .checks import ParameterError
+from .. import provenance
+from ..checks import ParameterError
+from . import scoreboard
 
 __all__ = ["Notebook", "Project", "RunResult", "NotebookError", "PROFILES", "parse_assignments", "parse_sets", "plan", "execute", "execute_all"]
 
 PROFILES = ("fast", "book", "paper")
-LIBRARY = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parents[1]
 _RANGE_KEYS = {"min", "max", "exclusive_min", "choices", "min_items"}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -48,6 +47,7 @@ class Notebook:
     paper_ref: str
     defaults: dict
     ranges: dict
+    imports: tuple[str, ...]  # the science modules its code imports
 
     @classmethod
     def load(cls, path: Path) -> Notebook:
@@ -63,12 +63,24 @@ class Notebook:
         for name, spec in ranges.items():
             if name not in defaults or not isinstance(spec, dict) or set(spec) - _RANGE_KEYS:
                 raise ParameterError(f"{path.name}: range for {name!r} must name a parameter and use only {sorted(_RANGE_KEYS)}")
-        return cls(path.stem, path, meta.get("claim", ""), meta.get("paper_ref", ""), defaults, ranges)
+        imports = _imports(c.source for c in nb.cells if c.cell_type == "code")
+        return cls(path.stem, path, meta.get("claim", ""), meta.get("paper_ref", ""), defaults, ranges, imports)
 
     def source(self):
         import jupytext
 
         return jupytext.read(self.path)
+
+
+def _imports(sources) -> tuple[str, ...]:
+    """Science modules imported by a notebook's code cells (all of them if a cell does not parse)."""
+    found = set()
+    for source in sources:
+        try:
+            found |= provenance.imported_modules(source)
+        except SyntaxError:
+            return provenance.science_modules()
+    return tuple(sorted(found))
 
 
 def parse_assignments(source: str, where: str = "parameters cell") -> dict:
@@ -163,7 +175,7 @@ class Project:
     def find(cls, start: Path | None = None) -> Project:
         """The nearest folder at or above `start` (default: cwd) with notebooks/profiles.yml."""
         here = Path(start or Path.cwd()).resolve()
-        for folder in (here, *here.parents, LIBRARY.parent):
+        for folder in (here, *here.parents, PACKAGE.parent):
             if (folder / "notebooks" / "profiles.yml").is_file():
                 return cls(folder)
         raise ParameterError(f"no project found: run from a checkout (a folder with notebooks/profiles.yml), not {here}")
@@ -243,15 +255,11 @@ class Project:
 
 
 def content_hash(notebook: Notebook, params: dict, profile: str) -> str:
-    """Hash of everything an executed notebook depends on (DESIGN.md, Data flow)."""
-    h = hashlib.sha256()
-    h.update(notebook.path.read_bytes())
-    h.update(json.dumps({"params": params, "profile": profile}, sort_keys=True).encode())
-    for path in sorted(LIBRARY.rglob("*.py")):
-        h.update(str(path.relative_to(LIBRARY)).encode())
-        h.update(path.read_bytes())
-    h.update(f"torch {torch.__version__} numpy {np.__version__}".encode())
-    return h.hexdigest()
+    """The provenance digest of an executed notebook: its source, parameters and profile,
+    the science modules it imports (and theirs), and the numeric packages' versions."""
+    settings = json.dumps({"params": params, "profile": profile}, sort_keys=True).encode()
+    payload = notebook.path.read_bytes() + b"\n" + settings
+    return provenance.digest("notebook", payload, notebook.imports)
 
 
 def _cached(output: Path, digest: str) -> bool:
@@ -343,13 +351,21 @@ def _finish(project: Project, notebook: Notebook, executed, digest: str, params:
 
     output = project.executed_dir / f"{notebook.name}.ipynb"
     partial = output.with_name(f".{notebook.name}.partial.ipynb")
-    records = [{**r, "notebook": notebook.name, "profile": profile} for r in report.records_from_notebook(executed)]
+    records = [{**r, "notebook": notebook.name, "profile": profile} for r in scoreboard.records_from_notebook(executed)]
     _add_download_links(executed, notebook.name)
     executed.metadata["collapse"] = {"hash": digest, "profile": profile, "parameters": params, "seconds": round(seconds, 2)}
     nbformat.write(executed, str(partial))
-    report.write_json(output.with_suffix(".verdicts.json"), records)
+    _write_json(output.with_suffix(".verdicts.json"), records)
     partial.replace(output)
     return RunResult(notebook.name, "executed", seconds, output, records)
+
+
+def _write_json(path: Path, payload) -> None:
+    """Write JSON atomically (a reader never sees half a file) and canonically (sorted keys:
+    the same bytes whichever executor ran it)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=1, sort_keys=True))
+    tmp.replace(path)
 
 
 def _cached_result(project: Project, notebook: Notebook, digest: str) -> RunResult | None:

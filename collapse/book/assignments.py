@@ -32,8 +32,8 @@ from pathlib import Path
 
 import yaml
 
+from ..checks import ParameterError
 from . import runner
-from .checks import ParameterError
 
 __all__ = ["SOLUTION_TAG", "CHECK_TAG", "PROFILE", "strip_solutions", "check_cells", "make_assignment", "write_assignments", "stage_student_edition",
            "grade", "Grade"]  # fmt: skip

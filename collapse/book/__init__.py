@@ -1,0 +1,37 @@
+"""The book's tooling, used only by the `collapse` command: nothing here computes a number.
+
+    runner       execute notebooks with papermill: profiles, parameter checks, the cache
+    cli          the `collapse` command (list, run, verdicts, book, assignments, grade)
+    scoreboard   verdict records collected, checked against expectations.yml, listed
+    assignments  assignment notebooks, the student edition and grading
+    executors    where stale notebooks and sweep chunks run: here, or on a Dask cluster
+    mathjax      the book's local MathJax copy, fetched from the npm registry
+
+The command needs the `book` extra (`pip install 'collapse[book]'`: papermill, jupytext,
+nbformat, ipykernel, PyYAML, Jupyter Book); `import collapse` imports none of them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+__all__ = ["main", "BOOK_MODULES"]
+
+# What the command imports; a library-only install has none of them.
+BOOK_MODULES = ("yaml", "jupytext", "nbformat", "nbclient", "papermill", "ipykernel")
+
+
+def main(argv=None) -> int:
+    """The `collapse` command, or one line naming the missing extra (exit status 2)."""
+    missing = [name for name in BOOK_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        print(
+            f"collapse: error: the command needs the book extra ({', '.join(missing)} missing): "
+            "pip install 'collapse[book]'",
+            file=sys.stderr,
+        )
+        return 2
+    from .cli import main as run
+
+    return run(argv)
