@@ -55,29 +55,47 @@ def equivalence() -> None:
         gpu = san.simulate(X.cuda(), config, mask=mask, metrics=("mu", "stable_rank"), seed=2)
         worst = max(relative(gpu[m], cpu[m]) for m in ("mu", "stable_rank"))
         check(f"san.simulate {variant}", worst < 1e-10, f"max relative difference {worst:.1e}")
-    configs = {v: san.SANConfig.bert(variant=v, n_layers=4, d=64, n_heads=4) for v in ("attention", "skip_ln", "full")}
+    configs = {
+        v: san.SANConfig.bert(variant=v, n_layers=4, d=64, n_heads=4)
+        for v in ("attention", "skip_ln", "full")
+    }
     mask_set = {m: masks.make(m, 32) for m in MASKS}
     grid = dict(d_qk=[1.0, None], seed=[0, 1], batch_size=2)
     cpu = sweep.sweep(X, configs, mask_set, **grid)
     gpu = sweep.sweep(X.cuda(), configs, mask_set, **grid)
     worst = relative(torch.tensor(gpu["mu"].to_numpy()), torch.tensor(cpu["mu"].to_numpy()))
-    check("sweep.sweep", worst < 1e-10 and gpu.drop(columns="mu").equals(cpu.drop(columns="mu")), f"max relative difference {worst:.1e}")
+    check(
+        "sweep.sweep",
+        worst < 1e-10 and gpu.drop(columns="mu").equals(cpu.drop(columns="mu")),
+        f"max relative difference {worst:.1e}",
+    )
     with tempfile.TemporaryDirectory() as folder:
         first = chunks.sweep(X.cuda(), configs, mask_set, **grid, folder=folder)
         again = chunks.sweep(X.cuda(), configs, mask_set, **grid, folder=folder)
-        check("chunks.sweep on cuda equals sweep.sweep, and resumes", first.equals(gpu) and again.equals(gpu))
+        check(
+            "chunks.sweep on cuda equals sweep.sweep, and resumes",
+            first.equals(gpu) and again.equals(gpu),
+        )
     A_cpu = markov.random_markov(1024, generator=torch.Generator().manual_seed(0))
     A_gpu = markov.random_markov(1024, generator=torch.Generator().manual_seed(0), device="cuda")
     check("random_markov: same bits on both devices", torch.equal(A_gpu.cpu(), A_cpu))
     top_cpu = markov.top_singular_values(A_cpu, 2, method="lanczos")
     top_gpu = markov.top_singular_values(A_gpu, 2, method="lanczos")
     truth = torch.linalg.svdvals(A_cpu)[:2]
-    worst = float(max((top_cpu - truth).abs().max(), (top_gpu.cpu() - truth).abs().max()) / truth[0])
-    check("Lanczos top singular values, cuda and cpu vs full SVD", worst < 1e-9, f"max difference / sigma_1 {worst:.1e}")
+    worst = float(
+        max((top_cpu - truth).abs().max(), (top_gpu.cpu() - truth).abs().max()) / truth[0]
+    )
+    check(
+        "Lanczos top singular values, cuda and cpu vs full SVD",
+        worst < 1e-9,
+        f"max difference / sigma_1 {worst:.1e}",
+    )
 
 
 def fraction_timing(samples: int) -> None:
-    """Notebook 05's BERT sweep at paper size on `samples` of its 3000 samples (one chunk of 250 by default)."""
+    """Notebook 05's BERT sweep at paper size on `samples` of its 3000 samples (one chunk of
+    250 by default).
+    """
     config = san.SANConfig.bert(variant="attention", n_layers=12)
     X = inputs.embedding_inputs(samples, 128, 768, seed=0, device="cuda")
     mask_set = {m: masks.make(m, 128) for m in MASKS}
@@ -95,32 +113,67 @@ def fraction_timing(samples: int) -> None:
 
 
 def notebook_timing(limit: float) -> None:
-    command = [sys.executable, "-m", "collapse", "--root", str(ROOT), "run", "05", "--profile", "paper", "--force"]
+    command = [
+        sys.executable,
+        "-m",
+        "collapse",
+        "--root",
+        str(ROOT),
+        "run",
+        "05",
+        "--profile",
+        "paper",
+        "--force",
+    ]
     start = time.perf_counter()
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=max(limit, 1), env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        result = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=max(limit, 1),
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     except subprocess.TimeoutExpired:
-        check("collapse run 05 --profile paper", False, f"stopped after {limit:.0f} s (the time left)")
+        check(
+            "collapse run 05 --profile paper",
+            False,
+            f"stopped after {limit:.0f} s (the time left)",
+        )
         return
     seconds = time.perf_counter() - start
     print(result.stdout[-3000:] + result.stderr[-3000:], flush=True)
-    check("collapse run 05 --profile paper", result.returncode == 0, f"{seconds:.1f} s wall, exit status {result.returncode}")
+    check(
+        "collapse run 05 --profile paper",
+        result.returncode == 0,
+        f"{seconds:.1f} s wall, exit status {result.returncode}",
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--limit", type=float, default=480, help="seconds for the whole script (the notebook run gets what is left)")
+    parser.add_argument(
+        "--limit",
+        type=float,
+        default=480,
+        help="seconds for the whole script (the notebook run gets what is left)",
+    )
     parser.add_argument("--fraction-samples", type=int, default=250)
     args = parser.parse_args()
     start = time.perf_counter()
     if not torch.cuda.is_available():
         print("gpu_check: torch sees no CUDA GPU; nothing to check")
         return
-    print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name()}", flush=True)
+    print(
+        f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name()}",
+        flush=True,
+    )
     equivalence()
     fraction_timing(args.fraction_samples)
     notebook_timing(args.limit - (time.perf_counter() - start))
-    print(f"gpu_check: {len(failures)} failed ({', '.join(failures) or 'none'}) in {time.perf_counter() - start:.0f} s")
+    print(
+        f"gpu_check: {len(failures)} failed ({', '.join(failures) or 'none'}) in {time.perf_counter() - start:.0f} s"
+    )
     sys.exit(1 if failures else 0)
 
 

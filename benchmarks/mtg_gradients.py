@@ -50,33 +50,55 @@ def main() -> None:
     parser.add_argument("--T", type=int, nargs="+", default=[20, 40, 80, 150])
     parser.add_argument("--depth", type=int, default=10)
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared 2-core machine)")
-    parser.add_argument("--autograd", type=int, default=0, help="also time key-query autograd at L = 2 and this T")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (1 is fastest on a shared 2-core machine)",
+    )
+    parser.add_argument(
+        "--autograd", type=int, default=0, help="also time key-query autograd at L = 2 and this T"
+    )
     args = parser.parse_args()
     runtime.use_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); float64 matmul {matmul_rate():.1f} GFLOP/s")
-    print(f"grid: Markov A, A-perp, A+skip, A-perp+skip; T = d in {args.T}; L = 2..{args.depth}; {args.seeds} seeds")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); float64 matmul {matmul_rate():.1f} GFLOP/s"
+    )
+    print(
+        f"grid: Markov A, A-perp, A+skip, A-perp+skip; T = d in {args.T}; L = 2..{args.depth}; {args.seeds} seeds"
+    )
     seeds = range(args.seeds)
     total = time.perf_counter()
     for T in args.T:
         start, levels = time.perf_counter(), []
         for skip in (False, True):
             for fix in (False, True):
-                net = gradients.draw(gap.GapConfig(T=T, d=T, n_layers=args.depth, fix=fix, skip=skip), seeds)
+                net = gradients.draw(
+                    gap.GapConfig(T=T, d=T, n_layers=args.depth, fix=fix, skip=skip), seeds
+                )
                 norms = gradients.exact_norms(net, range(2, args.depth + 1))
                 assert torch.isfinite(norms).all() and (norms > 0).all()
                 levels.append(norms.log().mean(1)[-1].item())
-        print(f"T = {T:4d}: {time.perf_counter() - start:6.2f} s   mean log||J||^2 at L = {args.depth}: " + ", ".join(f"{v:.1f}" for v in levels))
+        print(
+            f"T = {T:4d}: {time.perf_counter() - start:6.2f} s   mean log||J||^2 at L = {args.depth}: "
+            + ", ".join(f"{v:.1f}" for v in levels)
+        )
     wall = time.perf_counter() - total
-    print(f"total wall time: {wall:.1f} s ({len(args.T) * 4 * (args.depth - 1) * args.seeds} exact norms; target <= 600 s)")
+    print(
+        f"total wall time: {wall:.1f} s ({len(args.T) * 4 * (args.depth - 1) * args.seeds} exact norms; target <= 600 s)"
+    )
     if args.autograd:
         T = args.autograd
         net = gradients.draw(gap.GapConfig(T=T, d=T, n_layers=2, attention="normal"), seeds)
-        gradients.autograd_norm(gradients.draw(gap.GapConfig(T=8, d=8, n_layers=2, attention="normal"), 0))  # warm-up
+        gradients.autograd_norm(
+            gradients.draw(gap.GapConfig(T=8, d=8, n_layers=2, attention="normal"), 0)
+        )  # warm-up
         seconds = _timed(lambda: gradients.autograd_norm(net, 2))
         rate = gradients.autograd_flops(T, T, 2, args.seeds, keyquery=True) / seconds / 1e9
-        print(f"autograd, key-query N(0,1), L = 2, T = {T}, {args.seeds} seeds: {seconds:.2f} s, "
-              f"~{rate:.1f} GFLOP/s = {rate / matmul_rate():.2f} of a plain matmul; cost grows like T^5")
+        print(
+            f"autograd, key-query N(0,1), L = 2, T = {T}, {args.seeds} seeds: {seconds:.2f} s, "
+            f"~{rate:.1f} GFLOP/s = {rate / matmul_rate():.2f} of a plain matmul; cost grows like T^5"
+        )
 
 
 if __name__ == "__main__":

@@ -40,11 +40,21 @@ GAMMAS = (1.0, 0.5, 0.2)
 T_VALUES = (20, 40, 60, 80, 100, 150)
 
 
-def run(n_seeds: int, n_layers: int, metrics=("stable_rank", "gram_stable_rank"), dtype=torch.float64):
+def run(
+    n_seeds: int, n_layers: int, metrics=("stable_rank", "gram_stable_rank"), dtype=torch.float64
+):
     """The README grid: (frame, seconds)."""
     variants = gap.fig7_variants("markov")
     start = time.perf_counter()
-    frame = gap.width_sweep(variants, T_VALUES, GAMMAS, n_layers=n_layers, seeds=range(n_seeds), metrics=metrics, dtype=dtype)
+    frame = gap.width_sweep(
+        variants,
+        T_VALUES,
+        GAMMAS,
+        n_layers=n_layers,
+        seeds=range(n_seeds),
+        metrics=metrics,
+        dtype=dtype,
+    )
     return frame, time.perf_counter() - start
 
 
@@ -52,8 +62,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--layers", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
-    parser.add_argument("--official-float32", action="store_true", help="also count the official metric's float32 overflows")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads (0: torch's default)"
+    )
+    parser.add_argument(
+        "--official-float32",
+        action="store_true",
+        help="also count the official metric's float32 overflows",
+    )
     args = parser.parse_args()
     if args.threads:
         runtime.use_threads(args.threads)
@@ -72,11 +88,23 @@ def main() -> int:
     print("sr(XX^T), mean over seeds, T = d = 150, at depths", depths)
     print(table[depths].round(2).to_string())
     if args.official_float32:
-        single, seconds = run(args.seeds, args.layers, ("official_gram_stable_rank",), torch.float32)
-        layers = single[single["layer"] > 0]  # the official script records the output of every block, not the input
+        single, seconds = run(
+            args.seeds, args.layers, ("official_gram_stable_rank",), torch.float32
+        )
+        layers = single[
+            single["layer"] > 0
+        ]  # the official script records the output of every block, not the input
         lost = ~np.isfinite(layers["official_gram_stable_rank"].to_numpy())
-        print(f"float32 with the official metric: {lost.sum()} of {lost.size} values non-finite ({lost.mean():.1%}), {seconds:.1f} s")
-        print(layers.assign(lost=lost).groupby("variant")["lost"].mean().map("{:.0%}".format).to_string())
+        print(
+            f"float32 with the official metric: {lost.sum()} of {lost.size} values non-finite ({lost.mean():.1%}), {seconds:.1f} s"
+        )
+        print(
+            layers.assign(lost=lost)
+            .groupby("variant")["lost"]
+            .mean()
+            .map("{:.0%}".format)
+            .to_string()
+        )
     return 1 if bad else 0
 
 

@@ -28,7 +28,9 @@ from collapse import masks, metrics, san
 
 
 def useful_flops(batch: int, n: int, d: int, layers: int) -> float:
-    """Multiply-adds x 2 of Q/K/V/O projections, scores and A V; softmax and metrics not counted."""
+    """Multiply-adds x 2 of Q/K/V/O projections, scores and A V; softmax and
+    metrics not counted.
+    """
     projections = 4 * 2 * batch * n * d * d
     attention = 2 * 2 * batch * n * n * d
     return layers * (projections + attention)
@@ -45,16 +47,25 @@ def best_time(fn, repeats: int) -> float:
 
 
 def transformers_stack(config: san.SANConfig, weights, dtype, kind: str):
-    """transformers' BertSelfAttention + output projection per layer, holding our weights (ours act on the right: X @ W)."""
+    """transformers' BertSelfAttention + output projection per layer, holding our weights (ours act
+    on the right: X @ W).
+    """
     from transformers import BertConfig
     from transformers.models.bert.modeling_bert import BertSelfAttention
 
-    bert = BertConfig(hidden_size=config.d, num_attention_heads=config.n_heads, attention_probs_dropout_prob=0.0)
+    bert = BertConfig(
+        hidden_size=config.d, num_attention_heads=config.n_heads, attention_probs_dropout_prob=0.0
+    )
     bert._attn_implementation = kind
     layers = []
     for w in weights:
         attention, output = BertSelfAttention(bert), torch.nn.Linear(config.d, config.d)
-        for linear, W, b in ((attention.query, w.W_Q, w.b_Q), (attention.key, w.W_K, w.b_K), (attention.value, w.W_V, w.b_V), (output, w.W_O, w.b_O)):
+        for linear, W, b in (
+            (attention.query, w.W_Q, w.b_Q),
+            (attention.key, w.W_K, w.b_K),
+            (attention.value, w.W_V, w.b_V),
+            (output, w.W_O, w.b_O),
+        ):
             linear.weight.data, linear.bias.data = W.T.contiguous(), b.clone()
         layers.append((attention.to(dtype).eval(), output.to(dtype).eval()))
     return layers
@@ -63,7 +74,9 @@ def transformers_stack(config: san.SANConfig, weights, dtype, kind: str):
 @torch.inference_mode()
 def run_transformers(X, layers, mask):
     """The reference stack: mu in float64 after every layer, as san.simulate keeps it."""
-    bias = torch.zeros(mask.shape, dtype=X.dtype).masked_fill_(~mask, -torch.inf)[None, None]  # additive, broadcast over batch and heads
+    bias = torch.zeros(mask.shape, dtype=X.dtype).masked_fill_(~mask, -torch.inf)[
+        None, None
+    ]  # additive, broadcast over batch and heads
     history = [metrics.mu(X)]
     for attention, output in layers:
         X = output(attention(X, attention_mask=bias)[0])
@@ -72,7 +85,9 @@ def run_transformers(X, layers, mask):
 
 
 def measure(dtype, args) -> tuple[float, float, float, dict[str, float]]:
-    """(SAN rate, matmul rate, SAN rate with pre-drawn weights, {attention kind: transformers reference rate}), in GFLOP/s."""
+    """(SAN rate, matmul rate, SAN rate with pre-drawn weights, {attention kind: transformers
+    reference rate}), in GFLOP/s.
+    """
     b, n, d, L = args.batch, args.tokens, 768, args.layers
     g = torch.Generator().manual_seed(0)
     X = torch.randn(b, n, d, generator=g, dtype=dtype)
@@ -94,9 +109,20 @@ def measure(dtype, args) -> tuple[float, float, float, dict[str, float]]:
         ours, theirs = run(drawn)["mu"], run_transformers(X, layers, mask)
         worst = float((ours - theirs).abs().max() / ours[0].abs().max())
         if worst > (1e-5 if dtype == torch.float32 else 1e-10):
-            raise SystemExit(f"{dtype}, {kind}: the transformers reference disagrees with the SAN (mu differs by {worst:.1e} of its first value)")
-        references[kind] = flops / best_time(lambda layers=layers: run_transformers(X, layers, mask), args.repeats) / 1e9
-    return flops / san_s / 1e9, 2 * b * n * d * d / matmul_s / 1e9, flops / predrawn_s / 1e9, references
+            raise SystemExit(
+                f"{dtype}, {kind}: the transformers reference disagrees with the SAN (mu differs by {worst:.1e} of its first value)"
+            )
+        references[kind] = (
+            flops
+            / best_time(lambda layers=layers: run_transformers(X, layers, mask), args.repeats)
+            / 1e9
+        )
+    return (
+        flops / san_s / 1e9,
+        2 * b * n * d * d / matmul_s / 1e9,
+        flops / predrawn_s / 1e9,
+        references,
+    )
 
 
 def main() -> None:
@@ -106,7 +132,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--layers", type=int, default=12)
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; batch {args.batch}, N={args.tokens}, d=768, 12 heads, {args.layers} layers")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; batch {args.batch}, N={args.tokens}, d=768, 12 heads, {args.layers} layers"
+    )
     for dtype in (torch.float32, torch.float64):
         san_rate, matmul_rate, predrawn_rate, references = measure(dtype, args)
         name = str(dtype).removeprefix("torch.")

@@ -33,7 +33,11 @@ def reference(A: torch.Tensor, k: int, full: bool) -> tuple[np.ndarray, float, s
     if full:
         values, seconds = timed(lambda: torch.linalg.svdvals(A)[:k].numpy())
         return values, seconds, "full SVD"
-    values, seconds = timed(lambda: np.sort(svds(A.numpy(), k=k, ncv=64, tol=0, random_state=0, return_singular_vectors=False))[::-1])
+    values, seconds = timed(
+        lambda: np.sort(
+            svds(A.numpy(), k=k, ncv=64, tol=0, random_state=0, return_singular_vectors=False)
+        )[::-1]
+    )
     return values, seconds, "ARPACK svds"
 
 
@@ -42,12 +46,23 @@ def main() -> None:
     parser.add_argument("--T", type=int, nargs="+", default=[4096, 16384])
     parser.add_argument("--k", type=int, default=2)
     parser.add_argument("--block", type=int, default=1, help="Lanczos block size")
-    parser.add_argument("--full-svd-max", type=int, default=4096, help="largest T checked against a full SVD (above: ARPACK)")
+    parser.add_argument(
+        "--full-svd-max",
+        type=int,
+        default=4096,
+        help="largest T checked against a full SVD (above: ARPACK)",
+    )
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; k = {args.k}, float64")
     for size in args.T:
-        A, draw = timed(lambda size=size: markov.random_markov(size, generator=torch.Generator().manual_seed(0)))
-        (values, info), seconds = timed(lambda A=A: markov.lanczos_singular_values(A, args.k, block=args.block))
+        A, draw = timed(
+            lambda size=size: markov.random_markov(
+                size, generator=torch.Generator().manual_seed(0)
+            )
+        )
+        (values, info), seconds = timed(
+            lambda A=A: markov.lanczos_singular_values(A, args.k, block=args.block)
+        )
         truth, ref_seconds, ref_name = reference(A, args.k, size <= args.full_svd_max)
         error = float(np.abs(values.numpy() - truth).max() / truth[0])
         print(

@@ -22,7 +22,11 @@ def _select(frame: pd.DataFrame, select: dict) -> pd.DataFrame:
     for column, value in select.items():
         if column not in frame:
             raise ParameterError(f"no column {column!r}; columns are {', '.join(frame.columns)}")
-        frame = frame[np.isclose(frame[column], value)] if column == "d_qk" else frame[frame[column] == value]
+        frame = (
+            frame[np.isclose(frame[column], value)]
+            if column == "d_qk"
+            else frame[frame[column] == value]
+        )
     if frame.empty:
         raise ParameterError(f"no rows match {select}")
     return frame
@@ -35,7 +39,12 @@ def curves(frame: pd.DataFrame, metric: str = "mu", **select) -> np.ndarray:
     (seed, sample) pairs and every selected grid cell must be fully run.
     """
     rows = _select(frame, select)
-    table = rows.pivot_table(index="layer", columns=[c for c in [*GRID, "seed", "sample"] if c in rows], values=metric, aggfunc="first")
+    table = rows.pivot_table(
+        index="layer",
+        columns=[c for c in [*GRID, "seed", "sample"] if c in rows],
+        values=metric,
+        aggfunc="first",
+    )
     return table.to_numpy(dtype=float)
 
 
@@ -57,10 +66,19 @@ def at_layer(frame: pd.DataFrame, layer: int, metric: str = "mu") -> pd.DataFram
     Why: the verdicts read log mu at a given depth across temperatures and masks.
     """
     stats = log_stats(frame, metric)
-    return stats[stats["layer"] == check_int("layer", layer, minimum=0)].pivot_table(index=["config", "mask"], columns="d_qk", values="mean")
+    return stats[stats["layer"] == check_int("layer", layer, minimum=0)].pivot_table(
+        index=["config", "mask"], columns="d_qk", values="mean"
+    )
 
 
-def rates(frame: pd.DataFrame, metric: str = "mu", *, start: int = 0, stop: int | None = None, floor: float = 1e-10) -> pd.DataFrame:
+def rates(
+    frame: pd.DataFrame,
+    metric: str = "mu",
+    *,
+    start: int = 0,
+    stop: int | None = None,
+    floor: float = 1e-10,
+) -> pd.DataFrame:
     """Least-squares slope of log(metric) against the layer, per (config, mask, d_qk): mean and std over runs.
 
     Why: PAPERS.md's rate checks fit only layers start..stop-1 where mu/mu(0) > floor
@@ -72,11 +90,20 @@ def rates(frame: pd.DataFrame, metric: str = "mu", *, start: int = 0, stop: int 
         slope = fit.log_slope(values, floor=floor, start=start, stop=stop)
         finite = slope[np.isfinite(slope)]
         mean, std = (finite.mean(), finite.std()) if finite.size else (math.nan, math.nan)
-        out.append({**dict(zip(GRID, key, strict=True)), "slope": mean, "std": std, "runs": finite.size})
+        out.append(
+            {**dict(zip(GRID, key, strict=True)), "slope": mean, "std": std, "runs": finite.size}
+        )
     return pd.DataFrame(out)
 
 
-def summary(frame: pd.DataFrame, metric: str = "mu", *, start: int = 0, stop: int | None = None, floor: float = 1e-10) -> pd.DataFrame:
+def summary(
+    frame: pd.DataFrame,
+    metric: str = "mu",
+    *,
+    start: int = 0,
+    stop: int | None = None,
+    floor: float = 1e-10,
+) -> pd.DataFrame:
     """Per (config, mask, d_qk): mean log(metric) at the first and last layer, their difference and the fitted slope.
 
     Why: every verdict on a sweep reads these numbers (a net fall, a slope, an ordering
@@ -87,5 +114,7 @@ def summary(frame: pd.DataFrame, metric: str = "mu", *, start: int = 0, stop: in
     pick = lambda layer: stats[stats["layer"] == layer].set_index(GRID)["mean"]  # noqa: E731
     table = pd.DataFrame({"first": pick(stats["layer"].min()), "last": pick(stats["layer"].max())})
     table["delta"] = table["last"] - table["first"]
-    table["slope"] = rates(frame, metric, start=start, stop=stop, floor=floor).set_index(GRID)["slope"]
+    table["slope"] = rates(frame, metric, start=start, stop=stop, floor=floor).set_index(GRID)[
+        "slope"
+    ]
     return table

@@ -54,7 +54,9 @@ def masked_softmax(S: torch.Tensor, mask: torch.Tensor | None = None) -> torch.T
         return torch.softmax(S, dim=-1)
     check_mask(mask)
     if mask.shape[-2:] != S.shape[-2:]:
-        raise ParameterError(f"mask shape {tuple(mask.shape)} does not match scores shape {tuple(S.shape)}")
+        raise ParameterError(
+            f"mask shape {tuple(mask.shape)} does not match scores shape {tuple(S.shape)}"
+        )
     return torch.softmax(S.masked_fill(~mask, -math.inf), dim=-1)
 
 
@@ -62,7 +64,9 @@ def attention_matrix(X, W_Q, W_K, mask=None, d_qk=None) -> torch.Tensor:
     """Single-head attention A(X) = softmax(X W_Q (X W_K)^T / sqrt(d_qk)) under `mask`."""
     check_matrix("X", X)
     if X.shape[-1] != W_Q.shape[-2] or X.shape[-1] != W_K.shape[-2]:
-        raise ParameterError(f"W_Q and W_K must have {X.shape[-1]} rows to match X, got {tuple(W_Q.shape)}, {tuple(W_K.shape)}")
+        raise ParameterError(
+            f"W_Q and W_K must have {X.shape[-1]} rows to match X, got {tuple(W_Q.shape)}, {tuple(W_K.shape)}"
+        )
     return masked_softmax(scores(X @ W_Q, X @ W_K, d_qk), mask)
 
 

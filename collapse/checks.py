@@ -24,7 +24,9 @@ def check_int(name: str, value, *, minimum: int | None = None) -> int:
     return int(value)
 
 
-def check_float(name: str, value, *, minimum: float | None = None, positive: bool = False) -> float:
+def check_float(
+    name: str, value, *, minimum: float | None = None, positive: bool = False
+) -> float:
     """Return `value` as a float, or raise naming `name` and the allowed range."""
     if positive:
         allowed = "a number > 0"
@@ -52,7 +54,9 @@ def check_matrix(name: str, tensor, *, square: bool = False, min_ndim: int = 2):
     """Check that `tensor` has at least two dims (and square last two when asked)."""
     shape = tuple(getattr(tensor, "shape", ()))
     if len(shape) < min_ndim:
-        raise ParameterError(f"{name} must have at least {min_ndim} dims (..., rows, cols), got shape {shape}")
+        raise ParameterError(
+            f"{name} must have at least {min_ndim} dims (..., rows, cols), got shape {shape}"
+        )
     if square and shape[-1] != shape[-2]:
         raise ParameterError(f"{name} must be square in its last two dims, got shape {shape}")
     return tensor

@@ -55,7 +55,10 @@ def digest(grid: _sweep.Grid, batch_size: int | None) -> str:
         X0.view(torch.uint8).numpy().tobytes() if X0.numel() else b"",
         grid.mask.cpu().contiguous().numpy().view(np.uint8).tobytes(),
         repr((grid.mask_names, grid.names)).encode(),
-        *(repr((j.seed, j.start, j.stop, j.d_qk, list(j.group.items()))).encode() for j in grid.jobs),
+        *(
+            repr((j.seed, j.start, j.stop, j.d_qk, list(j.group.items()))).encode()
+            for j in grid.jobs
+        ),
     ]
     return provenance.digest("chunks", b"\n".join(payload), ["chunks"])
 
@@ -70,9 +73,14 @@ def _open_folder(folder: Path, key: str, n_jobs: int) -> None:
         except (OSError, json.JSONDecodeError):
             held = None
         if held != key:
-            raise ParameterError(f"chunk folder {folder} holds a different sweep (inputs, grid or library changed): use another folder or delete it")
+            raise ParameterError(
+                f"chunk folder {folder} holds a different sweep (inputs, grid or library changed): use another folder or delete it"
+            )
     else:
-        _write_atomic(manifest, lambda f: f.write(json.dumps({"digest": key, "jobs": n_jobs}, indent=1).encode()))
+        _write_atomic(
+            manifest,
+            lambda f: f.write(json.dumps({"digest": key, "jobs": n_jobs}, indent=1).encode()),
+        )
     for stale in folder.glob(".*.tmp"):
         stale.unlink(missing_ok=True)
 
@@ -90,7 +98,9 @@ def _compute(X, job: _sweep.Job, mask: torch.Tensor, names, device: str) -> np.n
     """One job's metrics as one float64 array (configs, metrics, L+1, M, T, S); runs wherever the executor puts it."""
     X, mask = torch.as_tensor(X).to(device), mask.to(device)
     result = _sweep.run_job(X, job, mask, names)
-    return np.stack([np.stack([result[label][name].numpy() for name in names]) for label in job.group])
+    return np.stack(
+        [np.stack([result[label][name].numpy() for name in names]) for label in job.group]
+    )
 
 
 def _timed(X, job: _sweep.Job, mask: torch.Tensor, names, device: str) -> float:
@@ -116,7 +126,11 @@ def _duration(seconds: float) -> str:
 
 def _calibrate(grid: _sweep.Grid, job: _sweep.Job, executor, args) -> float:
     """FLOP/s of one worker on a one-layer, few-sample copy of `job` (small batches run slower: the ETA errs long)."""
-    small = replace(job, group={k: replace(c, n_layers=1) for k, c in job.group.items()}, stop=min(job.stop, job.start + _CALIBRATION_SAMPLES))
+    small = replace(
+        job,
+        group={k: replace(c, n_layers=1) for k, c in job.group.items()},
+        stop=min(job.stop, job.start + _CALIBRATION_SAMPLES),
+    )
     X = grid.X0[small.start : small.stop]
     (_, seconds), *_ = executor.map(_timed, [args(X, small)])
     return _job_flops(grid, small) / max(seconds, 1e-9)
@@ -152,7 +166,9 @@ def sweep(
     on when a folder is used) prints the work left and an ETA from a short calibration
     before starting, then a progress bar with the FLOP rate and ETA.
     """
-    grid = _sweep.plan(X0, configs, masks, d_qk=d_qk, metrics=metrics, seed=seed, batch_size=batch_size)
+    grid = _sweep.plan(
+        X0, configs, masks, d_qk=d_qk, metrics=metrics, seed=seed, batch_size=batch_size
+    )
     executor = executor or LocalExecutor()
     key = digest(grid, batch_size) if folder is not None or os.environ.get(ENV_FOLDER) else None
     if folder is None and key is not None:
@@ -164,14 +180,32 @@ def sweep(
     device = grid.X0.device.type
 
     def args(X, job):
-        return (X.cpu().clone() if executor.remote else X, job, grid.mask.cpu() if executor.remote else grid.mask, grid.names, device)
+        return (
+            X.cpu().clone() if executor.remote else X,
+            job,
+            grid.mask.cpu() if executor.remote else grid.mask,
+            grid.names,
+            device,
+        )
 
     def shape(job):
         M, S = grid.mask.shape[0], job.stop - job.start
-        return (len(job.group), len(grid.names), next(iter(job.group.values())).n_layers + 1, M, len(job.d_qk), S)
+        return (
+            len(job.group),
+            len(grid.names),
+            next(iter(job.group.values())).n_layers + 1,
+            M,
+            len(job.d_qk),
+            S,
+        )
 
-    paths = [None if folder is None else folder / f"chunk-{i:05d}.npy" for i in range(len(grid.jobs))]
-    arrays = [None if path is None else _load(path, shape(job)) for path, job in zip(paths, grid.jobs, strict=True)]
+    paths = [
+        None if folder is None else folder / f"chunk-{i:05d}.npy" for i in range(len(grid.jobs))
+    ]
+    arrays = [
+        None if path is None else _load(path, shape(job))
+        for path, job in zip(paths, grid.jobs, strict=True)
+    ]
     pending = [i for i, array in enumerate(arrays) if array is None]
     total = sum(_job_flops(grid, grid.jobs[i]) for i in pending)
     if progress and pending:
@@ -183,8 +217,17 @@ def sweep(
             file=sys.stderr,
             flush=True,
         )
-    with tqdm(total=total, unit="FLOP", unit_scale=True, desc="sweep", disable=not (progress and pending), file=sys.stderr) as bar:
-        items = (args(grid.X0[grid.jobs[i].start : grid.jobs[i].stop], grid.jobs[i]) for i in pending)  # lazily: no copy of X0
+    with tqdm(
+        total=total,
+        unit="FLOP",
+        unit_scale=True,
+        desc="sweep",
+        disable=not (progress and pending),
+        file=sys.stderr,
+    ) as bar:
+        items = (
+            args(grid.X0[grid.jobs[i].start : grid.jobs[i].stop], grid.jobs[i]) for i in pending
+        )  # lazily: no copy of X0
         for k, array in executor.map(_compute, items):
             i = pending[k]
             if paths[i] is not None:
@@ -193,6 +236,9 @@ def sweep(
             bar.update(_job_flops(grid, grid.jobs[i]))
     frames = []
     for job, array in zip(grid.jobs, arrays, strict=True):
-        result = {label: {name: torch.from_numpy(array[c, m]) for m, name in enumerate(grid.names)} for c, label in enumerate(job.group)}
+        result = {
+            label: {name: torch.from_numpy(array[c, m]) for m, name in enumerate(grid.names)}
+            for c, label in enumerate(job.group)
+        }
         frames += _sweep.job_frames(grid, job, result)
     return pd.concat(frames, ignore_index=True)

@@ -43,7 +43,9 @@ def _pydoc_topics() -> Corpus:
     from pydoc_data.topics import topics
 
     text = "\n\n".join(topics[key] for key in sorted(topics))
-    return Corpus(text, "CPython pydoc_data.topics (Python language reference help topics)", "PSF-2.0")
+    return Corpus(
+        text, "CPython pydoc_data.topics (Python language reference help topics)", "PSF-2.0"
+    )
 
 
 def _files(path: Path) -> Corpus:
@@ -61,13 +63,23 @@ def _wikipedia(n_articles: int = 2000) -> Corpus:
     try:
         import datasets
     except ImportError:
-        raise ParameterError("corpus 'wikipedia' needs the optional package datasets: pip install 'collapse[wikipedia]'") from None
+        raise ParameterError(
+            "corpus 'wikipedia' needs the optional package datasets: pip install 'collapse[wikipedia]'"
+        ) from None
     try:
-        stream = datasets.load_dataset("wikimedia/wikipedia", "20231101.en", split="train", streaming=True)
-        text = "\n\n".join(article["text"] for article, _ in zip(stream, range(n_articles), strict=False))
+        stream = datasets.load_dataset(
+            "wikimedia/wikipedia", "20231101.en", split="train", streaming=True
+        )
+        text = "\n\n".join(
+            article["text"] for article, _ in zip(stream, range(n_articles), strict=False)
+        )
     except Exception as err:  # no network, hub refused: a clear line instead of a traceback
-        raise ParameterError(f"corpus 'wikipedia' could not be streamed ({type(err).__name__}); use the default corpus or a path") from None
-    return Corpus(text, f"English Wikipedia (20231101.en), first {n_articles} articles", "CC BY-SA 4.0")
+        raise ParameterError(
+            f"corpus 'wikipedia' could not be streamed ({type(err).__name__}); use the default corpus or a path"
+        ) from None
+    return Corpus(
+        text, f"English Wikipedia (20231101.en), first {n_articles} articles", "CC BY-SA 4.0"
+    )
 
 
 def load_text(source: str | Path | None = None) -> Corpus:
@@ -78,11 +90,15 @@ def load_text(source: str | Path | None = None) -> Corpus:
         return _wikipedia()
     path = Path(source)
     if not path.exists():
-        raise ParameterError(f"corpus must be 'default', 'wikipedia' or an existing text file or folder; {str(path)!r} does not exist")
+        raise ParameterError(
+            f"corpus must be 'default', 'wikipedia' or an existing text file or folder; {str(path)!r} does not exist"
+        )
     return _files(path)
 
 
-def token_windows(model, corpus: Corpus, n_samples: int, n_tokens: int = 128, *, seed: int = 0) -> torch.Tensor:
+def token_windows(
+    model, corpus: Corpus, n_samples: int, n_tokens: int = 128, *, seed: int = 0
+) -> torch.Tensor:
     """(n_samples, n_tokens) token ids: distinct windows of the corpus at seeded random offsets.
 
     BERT-family windows are [CLS] + (n_tokens - 2) text tokens + [SEP], as the model saw
@@ -92,16 +108,26 @@ def token_windows(model, corpus: Corpus, n_samples: int, n_tokens: int = 128, *,
     n_samples = check_int("n_samples", n_samples, minimum=1)
     n_tokens = check_int("n_tokens", n_tokens, minimum=3)
     if n_tokens > model.max_positions:
-        raise ParameterError(f"n_tokens must be at most {model.max_positions} for {model.name}, got {n_tokens}")
-    ids = torch.tensor(model.tokenizer.encode(corpus.text, add_special_tokens=False).ids, dtype=torch.long)
-    special = [model.tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]")] if model.family == "bert" else []
+        raise ParameterError(
+            f"n_tokens must be at most {model.max_positions} for {model.name}, got {n_tokens}"
+        )
+    ids = torch.tensor(
+        model.tokenizer.encode(corpus.text, add_special_tokens=False).ids, dtype=torch.long
+    )
+    special = (
+        [model.tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]")]
+        if model.family == "bert"
+        else []
+    )
     body = n_tokens - len(special)
     n_windows = ids.numel() - body + 1
     if n_samples > n_windows:
         raise ParameterError(
             f"corpus too small: {corpus.name} has {ids.numel()} tokens, {max(n_windows, 0)} distinct windows of {body}; asked for {n_samples}"
         )
-    starts = torch.randperm(n_windows, generator=torch.Generator().manual_seed(check_int("seed", seed, minimum=0)))[:n_samples]
+    starts = torch.randperm(
+        n_windows, generator=torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
+    )[:n_samples]
     windows = ids[starts[:, None] + torch.arange(body)]
     if special:
         cls, sep = (torch.full((n_samples, 1), s, dtype=torch.long) for s in special)

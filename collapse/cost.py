@@ -35,7 +35,9 @@ def grid_flops(configs: Mapping[str, SANConfig], n_tokens: int, n_runs: int) -> 
     return total * check_int("n_runs", n_runs, minimum=1)
 
 
-def eta_seconds(flops: float, *, dtype=torch.float64, device=None, efficiency: float = 0.5) -> float:
+def eta_seconds(
+    flops: float, *, dtype=torch.float64, device=None, efficiency: float = 0.5
+) -> float:
     """Seconds `flops` should take here: flops / (efficiency x a plain matmul's measured rate).
 
     Why: an ETA measured on the machine that will run the sweep, not a guess; the

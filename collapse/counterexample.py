@@ -64,17 +64,24 @@ def value_matrix(d: int, w: float, normalized: bool = False) -> torch.Tensor:
     (assumption A3 of Theorem 3), and scale-only LN makes the dynamics identical.
     """
     d = check_int("d", d, minimum=1)
-    W = torch.eye(d, dtype=torch.float64) + _check_w(w) * torch.diag(torch.ones(d - 1, dtype=torch.float64), 1)
+    W = torch.eye(d, dtype=torch.float64) + _check_w(w) * torch.diag(
+        torch.ones(d - 1, dtype=torch.float64), 1
+    )
     return W / torch.linalg.matrix_norm(W, ord=2) if normalized else W
 
 
 def causal_average(N: int) -> torch.Tensor:
     """Attention with W_Q = W_K = 0 under a causal mask: A_ij = 1/i for j <= i (1-based)."""
     N = check_int("N", N, minimum=1)
-    return torch.tril(torch.ones(N, N, dtype=torch.float64)) / torch.arange(1, N + 1, dtype=torch.float64)[:, None]
+    return (
+        torch.tril(torch.ones(N, N, dtype=torch.float64))
+        / torch.arange(1, N + 1, dtype=torch.float64)[:, None]
+    )
 
 
-def _layer(X: torch.Tensor, W_V: torch.Tensor, counts: torch.Tensor, layernorm: bool) -> torch.Tensor:
+def _layer(
+    X: torch.Tensor, W_V: torch.Tensor, counts: torch.Tensor, layernorm: bool
+) -> torch.Tensor:
     # A X with A the causal average is a cumulative mean over tokens: no N x N product needed.
     X = (X.cumsum(-2) / counts) @ W_V
     return scale_layernorm(X) if layernorm else X
@@ -90,7 +97,13 @@ def step(X: torch.Tensor, w: float, layernorm: bool = True) -> torch.Tensor:
     return _layer(X.double(), value_matrix(X.shape[-1], w), _counts(X.shape[-2]), layernorm)
 
 
-def iterate(X0: torch.Tensor, W_V: torch.Tensor, steps: int, layernorm: bool = True, keep_path: bool = False) -> torch.Tensor:
+def iterate(
+    X0: torch.Tensor,
+    W_V: torch.Tensor,
+    steps: int,
+    layernorm: bool = True,
+    keep_path: bool = False,
+) -> torch.Tensor:
     """X_steps (or the path X_0..X_steps) of X -> LN(A X W_V) for any fixed value matrix.
 
     Why: one loop for every W_V the notebooks need (the paper's, its normalised A3
@@ -101,7 +114,9 @@ def iterate(X0: torch.Tensor, W_V: torch.Tensor, steps: int, layernorm: bool = T
     check_matrix("W_V", W_V, square=True)
     steps = check_int("steps", steps, minimum=0)
     if W_V.shape[-1] != X0.shape[-1]:
-        raise ParameterError(f"W_V must be {X0.shape[-1]} x {X0.shape[-1]} to match X0's width, got {tuple(W_V.shape)}")
+        raise ParameterError(
+            f"W_V must be {X0.shape[-1]} x {X0.shape[-1]} to match X0's width, got {tuple(W_V.shape)}"
+        )
     X, W_V, counts = X0.double(), W_V.double(), _counts(X0.shape[-2])
     path = [X] if keep_path else None
     with use_threads(1), torch.no_grad():
@@ -138,7 +153,9 @@ def fixed_points(w: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(P+, P-) of token 2 when token 1 sits at (0, 1): (-1/w, +-sqrt(1 - 1/w^2))."""
     w = _check_w(w)
     s = math.sqrt(1 - 1 / w**2)
-    return torch.tensor([-1 / w, s], dtype=torch.float64), torch.tensor([-1 / w, -s], dtype=torch.float64)
+    return torch.tensor([-1 / w, s], dtype=torch.float64), torch.tensor(
+        [-1 / w, -s], dtype=torch.float64
+    )
 
 
 def basin(w: float) -> tuple[float, float]:
@@ -149,7 +166,9 @@ def basin(w: float) -> tuple[float, float]:
 def angle_grid_states(theta_deg, token1=(0.0, 1.0)) -> torch.Tensor:
     """Initial states (len(theta), 2, 2): token 1 fixed, token 2 on the unit circle at each angle."""
     theta = torch.as_tensor(theta_deg, dtype=torch.float64).reshape(-1)
-    token2 = torch.stack([torch.cos(torch.deg2rad(theta)), torch.sin(torch.deg2rad(theta))], dim=-1)
+    token2 = torch.stack(
+        [torch.cos(torch.deg2rad(theta)), torch.sin(torch.deg2rad(theta))], dim=-1
+    )
     token1 = torch.as_tensor(token1, dtype=torch.float64).expand_as(token2)
     return torch.stack([token1, token2], dim=-2)
 
@@ -168,7 +187,9 @@ def angle_pair_states(theta1_deg, theta2_deg) -> torch.Tensor:
     return torch.stack([token1, token2], dim=-2)
 
 
-def random_starts(n: int, N: int, d: int, generator: torch.Generator | None = None) -> torch.Tensor:
+def random_starts(
+    n: int, N: int, d: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """n inputs (n, N, d) whose rows are uniform on the unit sphere (normalised Gaussians).
 
     Why: Theorem 3's second part is about a set of inputs of positive measure; the
@@ -178,7 +199,12 @@ def random_starts(n: int, N: int, d: int, generator: torch.Generator | None = No
     return scale_layernorm(torch.randn(n, N, d, generator=generator, dtype=torch.float64))
 
 
-LIMIT_NAMES = {0: "collapsed onto token 1", 1: "P- (not collapsed)", 2: "P+ (unstable)", -1: "undefined / not converged"}
+LIMIT_NAMES = {
+    0: "collapsed onto token 1",
+    1: "P- (not collapsed)",
+    2: "P+ (unstable)",
+    -1: "undefined / not converged",
+}
 
 
 def limit_labels(X: torch.Tensor, w: float, atol: float = 1e-6) -> torch.Tensor:
@@ -193,14 +219,18 @@ def limit_labels(X: torch.Tensor, w: float, atol: float = 1e-6) -> torch.Tensor:
     plus, minus = fixed_points(w)
     X = X.double()
     sign = torch.sign(X[..., 0, 1])[..., None]
-    at_pole = (X[..., 0, :] - sign * torch.tensor([0.0, 1.0], dtype=torch.float64)).norm(dim=-1) < atol
+    at_pole = (X[..., 0, :] - sign * torch.tensor([0.0, 1.0], dtype=torch.float64)).norm(
+        dim=-1
+    ) < atol
     labels = torch.full(X.shape[:-2], -1, dtype=torch.int64)
     for code, target in ((0, X[..., 0, :]), (1, sign * minus), (2, sign * plus)):
         labels[at_pole & ((X[..., 1, :] - target).norm(dim=-1) < atol)] = code
     return labels
 
 
-def equilibrium(N: int, w: float, signs: Sequence[int] | None = None, rank: int | None = None) -> torch.Tensor:
+def equilibrium(
+    N: int, w: float, signs: Sequence[int] | None = None, rank: int | None = None
+) -> torch.Tensor:
     """An equilibrium X* (N x N) of the N-token dynamics with LN (Theorem 3's construction).
 
     Token 1 is e_N; each later token i solves X_i[k] = -v[k+1] / w for k < N and
@@ -224,7 +254,9 @@ def equilibrium(N: int, w: float, signs: Sequence[int] | None = None, rank: int 
         X[i, :-1] = -v[1:] / w
         rest = 1 - float((X[i, :-1] ** 2).sum())
         if rest < 0:
-            raise ParameterError(f"w={w} is too small for this construction at N={N}, rank={rank} (try w >= N)")
+            raise ParameterError(
+                f"w={w} is too small for this construction at N={N}, rank={rank} (try w >= N)"
+            )
         X[i, -1] = signs[i - 1] * math.sqrt(rest)
     return X
 
@@ -247,7 +279,9 @@ def tangent_basis(X: torch.Tensor) -> torch.Tensor:
     """
     check_matrix("X", X)
     N, d = X.shape
-    frames = torch.cat([X.double()[:, :, None], torch.eye(d, dtype=torch.float64).expand(N, d, d)], dim=-1)
+    frames = torch.cat(
+        [X.double()[:, :, None], torch.eye(d, dtype=torch.float64).expand(N, d, d)], dim=-1
+    )
     Q, _ = torch.linalg.qr(frames)
     return Q[:, :, 1:d]
 
@@ -266,7 +300,9 @@ def stability_modes(X: torch.Tensor, w: float) -> tuple[torch.Tensor, torch.Tens
     N, d = X.shape
     X = X.double()
     with use_threads(1):  # small dense LAPACK calls: threads only contend (module docstring)
-        J = torch.autograd.functional.jacobian(lambda x: step(x.reshape(N, d), w).reshape(-1), X.reshape(-1))
+        J = torch.autograd.functional.jacobian(
+            lambda x: step(x.reshape(N, d), w).reshape(-1), X.reshape(-1)
+        )
         B = torch.block_diag(*tangent_basis(X))  # (N d, N (d - 1))
         values, vectors = torch.linalg.eig(B.T @ J @ B)
     order = torch.argsort(values.abs())
@@ -274,7 +310,9 @@ def stability_modes(X: torch.Tensor, w: float) -> tuple[torch.Tensor, torch.Tens
     return values[order], directions / directions.flatten(1).norm(dim=1).reshape(-1, 1, 1)
 
 
-def perturb_and_iterate(X: torch.Tensor, w: float, directions: torch.Tensor, eps: float, steps: int) -> torch.Tensor:
+def perturb_and_iterate(
+    X: torch.Tensor, w: float, directions: torch.Tensor, eps: float, steps: int
+) -> torch.Tensor:
     """||X_t - X||_F for t = 0..steps, starting from LN(X + eps * direction), one column per direction.
 
     Why: the linearisation says nothing along eigenvalues of modulus 1; iterating the
@@ -283,7 +321,9 @@ def perturb_and_iterate(X: torch.Tensor, w: float, directions: torch.Tensor, eps
     check_matrix("X", X)
     eps = check_float("eps", eps, positive=True)
     if directions.shape[-2:] != X.shape:
-        raise ParameterError(f"directions must have shape (M, {X.shape[0]}, {X.shape[1]}), got {tuple(directions.shape)}")
+        raise ParameterError(
+            f"directions must have shape (M, {X.shape[0]}, {X.shape[1]}), got {tuple(directions.shape)}"
+        )
     starts = scale_layernorm(X.double() + eps * directions.double())
     path = iterate(starts, value_matrix(X.shape[-1], w), steps, keep_path=True)
     return (path - X.double()).flatten(-2).norm(dim=-1)

@@ -35,7 +35,9 @@ def log_slope(mu, *, floor: float = 1e-10, start: int = 0, stop: int | None = No
     """
     floor = check_float("floor", floor, minimum=0.0)
     start = check_int("start", start, minimum=0)
-    mu = (mu.numpy() if isinstance(mu, torch.Tensor) else np.asarray(mu, dtype=float)).astype(float)
+    mu = (mu.numpy() if isinstance(mu, torch.Tensor) else np.asarray(mu, dtype=float)).astype(
+        float
+    )
     layers = np.arange(mu.shape[0], dtype=float).reshape((-1,) + (1,) * (mu.ndim - 1))
     stop = mu.shape[0] if stop is None else check_int("stop", stop, minimum=start + 1)
     in_range = (layers >= start) & (layers < stop)
@@ -67,7 +69,9 @@ def loglog_fit(x, y) -> LogLogFit:
     x = np.asarray(x, dtype=float).ravel()
     y = np.asarray(y, dtype=float)
     if y.ndim == 0 or y.shape[0] != x.size or x.size < 2:
-        raise ParameterError(f"x and y must have the same length >= 2 along dim 0, got {x.size} and {y.shape}")
+        raise ParameterError(
+            f"x and y must have the same length >= 2 along dim 0, got {x.size} and {y.shape}"
+        )
     if not np.all(np.isfinite(x) & (x > 0)):
         raise ParameterError("x must be finite and > 0 for a log-log fit")
     keep = np.isfinite(y) & (y > 0)
@@ -93,7 +97,9 @@ def floor_layer(mu, *, floor: float = 1e-10) -> np.ndarray:
     floor shows where the ordering turns over. mu: (L+1, *batch); result: batch.
     """
     floor = check_float("floor", floor, positive=True)
-    mu = (mu.numpy() if isinstance(mu, torch.Tensor) else np.asarray(mu, dtype=float)).astype(float)
+    mu = (mu.numpy() if isinstance(mu, torch.Tensor) else np.asarray(mu, dtype=float)).astype(
+        float
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
         below = mu / mu[:1] <= floor
     first = below.argmax(axis=0).astype(float)
@@ -111,7 +117,9 @@ def max_rise(mu, *, floor: float = 1e-10) -> np.ndarray:
     mu: (L+1, *batch); result: batch (0 where log mu never increases).
     """
     floor = check_float("floor", floor, minimum=0.0)
-    mu = (mu.numpy() if isinstance(mu, torch.Tensor) else np.asarray(mu, dtype=float)).astype(float)
+    mu = (mu.numpy() if isinstance(mu, torch.Tensor) else np.asarray(mu, dtype=float)).astype(
+        float
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
         above = (mu / mu[:1] > floor) & (mu > 0)
         log_mu = np.where(above, np.log(np.where(mu > 0, mu, 1.0)), -np.inf)

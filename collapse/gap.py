@@ -86,18 +86,32 @@ class GapConfig:
     @property
     def label(self) -> str:
         """Short name in the paper's style: A, A⊥+skip+LN, Identity A, A(X) (xavier)..."""
-        base = {"markov": "A", "identity": "Identity A", "xavier": "A(X) xavier", "normal": "A(X) N(0,1)"}[self.attention]
-        return base + ("⊥" if self.fix else "") + ("+skip" if self.skip else "") + ("+LN" if self.layernorm else "")
+        base = {
+            "markov": "A",
+            "identity": "Identity A",
+            "xavier": "A(X) xavier",
+            "normal": "A(X) N(0,1)",
+        }[self.attention]
+        return (
+            base
+            + ("⊥" if self.fix else "")
+            + ("+skip" if self.skip else "")
+            + ("+LN" if self.layernorm else "")
+        )
 
 
-def isometric_input(T: int, d: int, *, generator: torch.Generator | None = None, dtype=torch.float64) -> torch.Tensor:
+def isometric_input(
+    T: int, d: int, *, generator: torch.Generator | None = None, dtype=torch.float64
+) -> torch.Tensor:
     """T x d with orthonormal rows (T <= d) or columns (T > d): a slice of a Haar orthogonal matrix."""
     n = max(check_int("T", T, minimum=1), check_int("d", d, minimum=1))
     q, r = torch.linalg.qr(torch.randn(n, n, generator=generator, dtype=torch.float64))
     return (q * torch.sign(torch.diagonal(r)))[:T, :d].to(dtype)
 
 
-def attention_draws(kind: str, g: torch.Generator, T: int, d: int, batch=()) -> dict[str, torch.Tensor]:
+def attention_draws(
+    kind: str, g: torch.Generator, T: int, d: int, batch=()
+) -> dict[str, torch.Tensor]:
     """The random part of one layer's attention, float64 on the CPU, drawn from g.
 
     "markov": the matrix A; "xavier" / "normal": the key-query weights W_Q, W_K with
@@ -109,7 +123,10 @@ def attention_draws(kind: str, g: torch.Generator, T: int, d: int, batch=()) -> 
     if kind == "identity":
         return {}
     std = 1 / math.sqrt(d) if kind == "xavier" else 1.0
-    return {role: torch.randn(*batch, d, d, generator=g, dtype=torch.float64) * std for role in ("W_Q", "W_K")}
+    return {
+        role: torch.randn(*batch, d, d, generator=g, dtype=torch.float64) * std
+        for role in ("W_Q", "W_K")
+    }
 
 
 def layer_attention(kind: str, X: torch.Tensor, draws: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -127,7 +144,9 @@ def attention_matrices(X: torch.Tensor, kind: str, g: torch.Generator) -> torch.
     return layer_attention(kind, X, attention_draws(kind, g, *X.shape[-2:], batch=X.shape[:-2]))
 
 
-def gap_layer(X: torch.Tensor, A: torch.Tensor, W: torch.Tensor, config: GapConfig) -> torch.Tensor:
+def gap_layer(
+    X: torch.Tensor, A: torch.Tensor, W: torch.Tensor, config: GapConfig
+) -> torch.Tensor:
     """One layer given its attention A and value weights W (differentiable: gradients use it)."""
     if config.fix:
         A = remove_outlier(A)
@@ -196,7 +215,9 @@ def _clone(g: torch.Generator) -> torch.Generator:
     return h
 
 
-def _run_group(configs: list[GapConfig], gens, X0, names, dtype, device) -> dict[str, torch.Tensor]:
+def _run_group(
+    configs: list[GapConfig], gens, X0, names, dtype, device
+) -> dict[str, torch.Tensor]:
     """Configurations sharing T, d, n_layers and attention kind, all seeds at once -> {metric: (C, L+1, S)}.
 
     One draw per layer and seed feeds every configuration; each configuration then takes
@@ -208,9 +229,14 @@ def _run_group(configs: list[GapConfig], gens, X0, names, dtype, device) -> dict
     history = [{n: [v] for n, v in start.items()} for _ in configs]
     for _ in range(first.n_layers):
         per_seed = [layer_draws(first.attention, g, first.T, first.d) for g in gens]
-        draws = {k: torch.stack([p[k] for p in per_seed]).to(dtype=dtype, device=device) for k in per_seed[0]}
+        draws = {
+            k: torch.stack([p[k] for p in per_seed]).to(dtype=dtype, device=device)
+            for k in per_seed[0]
+        }
         for c, config in enumerate(configs):
-            states[c] = gap_layer(states[c], layer_attention(first.attention, states[c], draws), draws["W"], config)
+            states[c] = gap_layer(
+                states[c], layer_attention(first.attention, states[c], draws), draws["W"], config
+            )
             for n, v in _evaluate(states[c], names).items():
                 history[c][n].append(v)
     return {n: torch.stack([torch.stack(h[n]) for h in history]) for n in names}
@@ -222,7 +248,9 @@ def _check_configs(configs) -> list[GapConfig]:
         raise ParameterError("configs must be a non-empty sequence of GapConfig")
     shapes = {(c.T, c.d, c.n_layers) for c in configs}
     if len(shapes) > 1:
-        raise ParameterError(f"configs must share T, d and n_layers, got (T, d, n_layers) in {sorted(shapes)}")
+        raise ParameterError(
+            f"configs must share T, d and n_layers, got (T, d, n_layers) in {sorted(shapes)}"
+        )
     return configs
 
 
@@ -257,21 +285,31 @@ def simulate_many(
         raise ParameterError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
     chunk = len(seeds) if seed_batch is None else check_int("seed_batch", seed_batch, minimum=1)
     kinds = list(dict.fromkeys(c.attention for c in configs))
-    out = {n: torch.empty(len(configs), configs[0].n_layers + 1, len(seeds), dtype=torch.float64) for n in names}
+    out = {
+        n: torch.empty(len(configs), configs[0].n_layers + 1, len(seeds), dtype=torch.float64)
+        for n in names
+    }
     for start in range(0, len(seeds), chunk):
         part = seeds[start : start + chunk]
         X0, gens = zip(*(input_and_generator(configs[0], s) for s in part), strict=True)
         X0 = torch.stack(X0).to(dtype=dtype, device=device)
         for kind in kinds:
             index = [i for i, c in enumerate(configs) if c.attention == kind]
-            result = _run_group([configs[i] for i in index], [_clone(g) for g in gens], X0, names, dtype, device)
+            result = _run_group(
+                [configs[i] for i in index], [_clone(g) for g in gens], X0, names, dtype, device
+            )
             for n, v in result.items():
                 out[n][index, :, start : start + len(part)] = v
     return out
 
 
 def simulate(
-    config: GapConfig, seeds: int | Sequence[int] = 0, *, metrics=("gram_stable_rank",), dtype=torch.float64, device=None
+    config: GapConfig,
+    seeds: int | Sequence[int] = 0,
+    *,
+    metrics=("gram_stable_rank",),
+    dtype=torch.float64,
+    device=None,
 ) -> dict[str, torch.Tensor]:
     """Per-layer metrics (L+1, n_seeds) of the stack, one independent network and input per seed.
 
@@ -293,7 +331,9 @@ def width_for(T: int, gamma: float) -> int:
     T = check_int("T", T, minimum=1)
     gamma = check_float("gamma", gamma, positive=True)
     if gamma > 1:
-        raise ParameterError(f"gamma must be in (0, 1] (the official code requires d >= T), got {gamma}")
+        raise ParameterError(
+            f"gamma must be in (0, 1] (the official code requires d >= T), got {gamma}"
+        )
     return int(1 / gamma * T)
 
 
@@ -349,16 +389,33 @@ def width_sweep(
     frames = []
     for gamma, T, d in _cells(T_values, gammas, max_width):
         configs = [GapConfig(T=T, d=d, n_layers=n_layers, **kw) for kw in variants.values()]
-        result = simulate_many(configs, seeds, metrics=metrics, dtype=dtype, device=device, seed_batch=seed_batch)
+        result = simulate_many(
+            configs, seeds, metrics=metrics, dtype=dtype, device=device, seed_batch=seed_batch
+        )
         C, L1, S = next(iter(result.values())).shape
         v, layer, s = np.meshgrid(np.arange(C), np.arange(L1), np.arange(S), indexing="ij")
-        frame = pd.DataFrame({"variant": np.asarray(list(variants), dtype=object)[v.ravel()], "gamma": gamma, "T": T, "d": d})
+        frame = pd.DataFrame(
+            {
+                "variant": np.asarray(list(variants), dtype=object)[v.ravel()],
+                "gamma": gamma,
+                "T": T,
+                "d": d,
+            }
+        )
         frame = frame.assign(layer=layer.ravel(), seed=np.asarray(seeds)[s.ravel()])
         frames.append(frame.assign(**{n: r.numpy().ravel() for n, r in result.items()}))
     return pd.concat(frames, ignore_index=True)
 
 
-def width_sweep_flops(variants: Mapping[str, dict], T_values, gammas, *, n_layers: int, n_seeds: int, max_width: int | None = None) -> float:
+def width_sweep_flops(
+    variants: Mapping[str, dict],
+    T_values,
+    gammas,
+    *,
+    n_layers: int,
+    n_seeds: int,
+    max_width: int | None = None,
+) -> float:
     """Useful FLOPs of `width_sweep` (2 x multiply-adds of A X, X W, the key-query products and the Gram metric).
 
     Why: the paper profile prints an ETA before it starts ; pair with cost.eta_seconds.
@@ -367,8 +424,16 @@ def width_sweep_flops(variants: Mapping[str, dict], T_values, gammas, *, n_layer
     for _, T, d in _cells(T_values, gammas, max_width):
         for kw in variants.values():
             keyquery = kw.get("attention", "markov") in ("xavier", "normal")
-            total += 2 * T * T * d + 2 * T * d * d * (3 if keyquery else 1) + 2 * T * T * d * (2 if keyquery else 1)
-    return total * check_int("n_layers", n_layers, minimum=0) * check_int("n_seeds", n_seeds, minimum=1)
+            total += (
+                2 * T * T * d
+                + 2 * T * d * d * (3 if keyquery else 1)
+                + 2 * T * T * d * (2 if keyquery else 1)
+            )
+    return (
+        total
+        * check_int("n_layers", n_layers, minimum=0)
+        * check_int("n_seeds", n_seeds, minimum=1)
+    )
 
 
 @torch.inference_mode()

@@ -51,6 +51,7 @@ __all__ = [
     "autograd_flops",
 ]
 
+
 @dataclass
 class Network:
     """One drawn stack per seed, batched over seeds (leading dim S).
@@ -75,7 +76,14 @@ class Network:
         """The same network on another device (draws always happen on the CPU)."""
         move = lambda t: t.to(device)  # noqa: E731
         QK = None if self.QK is None else [(move(q), move(k)) for q, k in self.QK]
-        return Network(self.config, self.seeds, move(self.X0), [move(w) for w in self.W], [move(a) for a in self.A], QK)
+        return Network(
+            self.config,
+            self.seeds,
+            move(self.X0),
+            [move(w) for w in self.W],
+            [move(a) for a in self.A],
+            QK,
+        )
 
     def attention(self, layer: int, X: torch.Tensor) -> torch.Tensor:
         """Layer `layer`'s (0-based) attention at input X: fixed for Markov/identity, A(X) otherwise."""
@@ -121,7 +129,9 @@ def draw(config: gap.GapConfig, seeds: int | Sequence[int] = 0) -> Network:
 def _check_depth(net: Network, depth: int | None) -> int:
     depth = net.depth if depth is None else check_int("depth", depth, minimum=1)
     if depth > net.depth:
-        raise ParameterError(f"depth must be at most the network's {net.depth} layers, got {depth}")
+        raise ParameterError(
+            f"depth must be at most the network's {net.depth} layers, got {depth}"
+        )
     return depth
 
 
@@ -138,7 +148,9 @@ def _structured(net: Network, skip: bool) -> list[torch.Tensor]:
     """Attention matrices with the fix applied, after checking the closed form applies."""
     c = net.config
     if c.attention not in ("markov", "identity") or c.layernorm or c.skip != skip:
-        raise ParameterError(f"this closed form needs Markov or identity attention, no LayerNorm and skip={skip}; got {c.label}")
+        raise ParameterError(
+            f"this closed form needs Markov or identity attention, no LayerNorm and skip={skip}; got {c.label}"
+        )
     return [remove_outlier(a) if c.fix else a for a in net.A]
 
 
@@ -148,7 +160,10 @@ def closed_form_plain(net: Network) -> torch.Tensor:
     ||A_l...A_1 X_0||_F^2 ||W_2...W_l||_F^2 (an empty product of W is I_d, norm^2 d).
     """
     A = _structured(net, skip=False)
-    P, Q = A[0] @ net.X0, torch.eye(net.config.d, dtype=net.X0.dtype, device=net.X0.device).expand_as(net.W[0])
+    P, Q = (
+        A[0] @ net.X0,
+        torch.eye(net.config.d, dtype=net.X0.dtype, device=net.X0.device).expand_as(net.W[0]),
+    )
     out = [P.square().sum((-2, -1)) * Q.square().sum((-2, -1))]
     for layer in range(1, net.depth):
         P, Q = A[layer] @ P, Q @ net.W[layer]
@@ -202,10 +217,14 @@ def _auto_chunk(net: Network) -> int:
 def _one_seed(net: Network, s: int) -> Network:
     """Seed s of a batched network, with 2-D tensors."""
     QK = None if net.QK is None else [(q[s], k[s]) for q, k in net.QK]
-    return Network(net.config, (net.seeds[s],), net.X0[s], [w[s] for w in net.W], [a[s] for a in net.A], QK)
+    return Network(
+        net.config, (net.seeds[s],), net.X0[s], [w[s] for w in net.W], [a[s] for a in net.A], QK
+    )
 
 
-def autograd_norm(net: Network, depth: int | None = None, *, chunk: int | None = None) -> torch.Tensor:
+def autograd_norm(
+    net: Network, depth: int | None = None, *, chunk: int | None = None
+) -> torch.Tensor:
     """||dX_depth/dW_1||_F^2 per seed, shape (S,), by exact reverse-mode autograd.
 
     Per seed: one forward pass, then torch.func.vmap over the vjp for chunks of one-hot
@@ -237,18 +256,24 @@ def autograd_norm(net: Network, depth: int | None = None, *, chunk: int | None =
 def jacobian_norm(net: Network, depth: int | None = None) -> torch.Tensor:
     """Reference: ||J||_F^2 per seed from the fully materialised Jacobian (small T and d only)."""
     depth = _check_depth(net, depth)
-    J = torch.autograd.functional.jacobian(lambda w: forward(net, w, depth), net.W[0])  # (S, T, d, S, d, d)
+    J = torch.autograd.functional.jacobian(
+        lambda w: forward(net, w, depth), net.W[0]
+    )  # (S, T, d, S, d, d)
     S = net.X0.shape[0]
     return torch.stack([J[s, :, :, s].square().sum() for s in range(S)])
 
 
-def exact_norms(net: Network, depths: Sequence[int] | None = None, *, chunk: int | None = None) -> torch.Tensor:
+def exact_norms(
+    net: Network, depths: Sequence[int] | None = None, *, chunk: int | None = None
+) -> torch.Tensor:
     """||dX_l/dW_1||_F^2 at each depth in `depths` (default all), shape (len(depths), S).
 
     Uses the closed forms where they apply (Markov or identity attention without
     LayerNorm), exact autograd everywhere else.
     """
-    depths = list(range(1, net.depth + 1)) if depths is None else [_check_depth(net, L) for L in depths]
+    depths = (
+        list(range(1, net.depth + 1)) if depths is None else [_check_depth(net, L) for L in depths]
+    )
     c = net.config
     if c.attention in ("markov", "identity") and not c.layernorm:
         every = closed_form_skip(net) if c.skip else closed_form_plain(net)
@@ -276,10 +301,17 @@ def autograd_flops(T: int, d: int, depth: int, n_seeds: int, keyquery: bool) -> 
     return float((2 * layer * (depth - 1) + 2 * T * d * d) * T * d * n_seeds)
 
 
-VARIANTS = {"plain": (False, False), "skip": (True, False), "ln": (False, True), "skip_ln": (True, True)}
+VARIANTS = {
+    "plain": (False, False),
+    "skip": (True, False),
+    "ln": (False, True),
+    "skip_ln": (True, True),
+}
 
 
-def norm_grid(kinds, variants, Ts, depths, seeds, *, fixes=(False, True), frozen: bool = False, device=None) -> pd.DataFrame:
+def norm_grid(
+    kinds, variants, Ts, depths, seeds, *, fixes=(False, True), frozen: bool = False, device=None
+) -> pd.DataFrame:
     """||dX_L/dW_1||_F^2 over a grid, as a tidy DataFrame (one row per kind, variant, fix, T, L, seed).
 
     d = T throughout (the paper's setting). One network of depth max(depths) per
@@ -294,15 +326,36 @@ def norm_grid(kinds, variants, Ts, depths, seeds, *, fixes=(False, True), frozen
             skip, layernorm = VARIANTS[variant]
             for fix in fixes:
                 for T in Ts:
-                    config = gap.GapConfig(T=T, d=T, n_layers=depths[-1], attention=kind, fix=fix, skip=skip, layernorm=layernorm)
+                    config = gap.GapConfig(
+                        T=T,
+                        d=T,
+                        n_layers=depths[-1],
+                        attention=kind,
+                        fix=fix,
+                        skip=skip,
+                        layernorm=layernorm,
+                    )
                     net = draw(config, seeds)
                     net = (frozen_attention(net) if frozen else net).to(device)
                     closed = net.config.attention in ("markov", "identity") and not layernorm
                     norms = exact_norms(net, depths).cpu().numpy()
                     for i, L in enumerate(depths):
                         for j, s in enumerate(seeds):
-                            rows.append((kind, variant, bool(fix), T, L, s, norms[i, j], "closed form" if closed else "autograd"))
-    frame = pd.DataFrame(rows, columns=["kind", "variant", "fix", "T", "L", "seed", "norm", "method"])
+                            rows.append(
+                                (
+                                    kind,
+                                    variant,
+                                    bool(fix),
+                                    T,
+                                    L,
+                                    s,
+                                    norms[i, j],
+                                    "closed form" if closed else "autograd",
+                                )
+                            )
+    frame = pd.DataFrame(
+        rows, columns=["kind", "variant", "fix", "T", "L", "seed", "norm", "method"]
+    )
     with np.errstate(divide="ignore"):
         frame.insert(7, "log_norm", np.log(frame["norm"].to_numpy()))
     return frame
@@ -317,6 +370,10 @@ def fit_table(frame: pd.DataFrame) -> pd.DataFrame:
     slope = loglog_fit(means.columns.to_numpy(), np.exp(means.to_numpy().T)).slope
     table = means.rename(columns=lambda T: f"log T={T}")
     table.insert(0, "slope", slope)
-    zeros = (~np.isfinite(frame["log_norm"])).groupby([frame[k] for k in ["kind", "variant", "fix", "L"]]).sum()
+    zeros = (
+        (~np.isfinite(frame["log_norm"]))
+        .groupby([frame[k] for k in ["kind", "variant", "fix", "L"]])
+        .sum()
+    )
     table.insert(1, "n_zero", zeros.reindex(table.index).to_numpy())
     return table

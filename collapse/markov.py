@@ -37,7 +37,9 @@ __all__ = [
 _LOG2 = math.log(2.0)
 
 
-def random_markov(T: int, *, generator: torch.Generator | None = None, dtype=torch.float64, batch=(), device=None) -> torch.Tensor:
+def random_markov(
+    T: int, *, generator: torch.Generator | None = None, dtype=torch.float64, batch=(), device=None
+) -> torch.Tensor:
     """T x T row-stochastic matrices (shape (*batch, T, T)): row softmax of N(-ln2/2, ln2) entries.
 
     Drawn on the generator's device (the CPU by default) and then moved, so a seed
@@ -46,7 +48,9 @@ def random_markov(T: int, *, generator: torch.Generator | None = None, dtype=tor
     T = check_int("T", T, minimum=1)
     batch = tuple(check_int("batch", b, minimum=1) for b in batch)
     G = torch.randn(*batch, T, T, generator=generator, dtype=torch.float64)
-    A = torch.softmax(G.mul_(math.sqrt(_LOG2)).sub_(_LOG2 / 2), dim=-1)  # in place: T = 16384 is 2 GiB a copy
+    A = torch.softmax(
+        G.mul_(math.sqrt(_LOG2)).sub_(_LOG2 / 2), dim=-1
+    )  # in place: T = 16384 is 2 GiB a copy
     return A.to(dtype=dtype, device=device)
 
 
@@ -87,7 +91,9 @@ def _orthonormal_block(F: torch.Tensor, V: torch.Tensor | None) -> torch.Tensor:
     return F
 
 
-def _gram_product(M: torch.Tensor, V: torch.Tensor, rows: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
+def _gram_product(
+    M: torch.Tensor, V: torch.Tensor, rows: int = 32
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(W, Z) = (M V, M^T M V) with M read once: for each block of rows R, W_R = R V and Z += R^T W_R.
 
     Why: for large T the products run at memory bandwidth, so reading M once instead of
@@ -114,7 +120,11 @@ def _ritz(G: torch.Tensor, V: torch.Tensor, Z: torch.Tensor, k: int):
     R = Z @ Y[..., :top] - (V @ Y[..., :top]) * theta[..., None, :top]
     s1 = sigma[..., :1]
     relative = torch.linalg.vector_norm(R, dim=-2) / (sigma[..., :top] * s1).clamp_min(1e-300)
-    return sigma, Y, torch.where(s1 > 0, relative, torch.zeros_like(relative))  # zero matrix: nothing to do
+    return (
+        sigma,
+        Y,
+        torch.where(s1 > 0, relative, torch.zeros_like(relative)),
+    )  # zero matrix: nothing to do
 
 
 def _settled(history: list[torch.Tensor], tol: float, patience: int) -> torch.Tensor:
@@ -124,13 +134,22 @@ def _settled(history: list[torch.Tensor], tol: float, patience: int) -> torch.Te
         return torch.zeros_like(history[-1], dtype=torch.bool)
     now, mid, old = history[-1], history[-1 - patience], history[-1 - 2 * patience]
     d1, d0 = (now - mid).abs(), (mid - old).abs()
-    remaining = torch.where(d1 < d0, d1 * d0 / (d0 - d1).clamp_min(1e-300), torch.full_like(d1, math.inf))
+    remaining = torch.where(
+        d1 < d0, d1 * d0 / (d0 - d1).clamp_min(1e-300), torch.full_like(d1, math.inf)
+    )
     remaining = torch.where(d1 <= 4 * torch.finfo(torch.float64).eps * now[..., :1], d1, remaining)
     return remaining <= tol * now[..., :1]
 
 
 def lanczos_singular_values(
-    A: torch.Tensor, k: int, *, tol: float = 1e-9, block: int = 1, max_dim: int | None = None, max_steps: int | None = None, seed: int = 0
+    A: torch.Tensor,
+    k: int,
+    *,
+    tol: float = 1e-9,
+    block: int = 1,
+    max_dim: int | None = None,
+    max_steps: int | None = None,
+    seed: int = 0,
 ) -> tuple[torch.Tensor, dict]:
     """The k largest singular values of each matrix by thick-restart (block) Lanczos on A^T A, float64, batched.
 
@@ -160,14 +179,23 @@ def lanczos_singular_values(
         raise ParameterError(f"max_dim must be at least k + block = {k + block}, got {max_dim}")
     max_steps = max_steps or 20 * n // block + 100
     V, Z = M.new_zeros(*batch, n, cap + block), M.new_zeros(*batch, n, cap + block)
-    W, G = M.new_zeros(*batch, M.shape[-2], cap + block), M.new_zeros(*batch, cap + block, cap + block)
-    start = torch.randn(*batch, n, min(block, n), generator=rng.generator(seed), dtype=torch.float64)
+    W, G = (
+        M.new_zeros(*batch, M.shape[-2], cap + block),
+        M.new_zeros(*batch, cap + block, cap + block),
+    )
+    start = torch.randn(
+        *batch, n, min(block, n), generator=rng.generator(seed), dtype=torch.float64
+    )
     V[..., : start.shape[-1]] = _orthonormal_block(start.to(M.device), None)
     m, b, history, info, done = 0, start.shape[-1], [], {}, False
-    small = M.device.type == "cpu"  # small products on one thread; the two large ones on all of them
+    small = (
+        M.device.type == "cpu"
+    )  # small products on one thread; the two large ones on all of them
     for step in range(1, max_steps + 1):
         new = slice(m, m + b)
-        W[..., new], Z[..., new] = _gram_product(M, V[..., new].contiguous())  # a strided column makes the product 2x slower
+        W[..., new], Z[..., new] = _gram_product(
+            M, V[..., new].contiguous()
+        )  # a strided column makes the product 2x slower
         m += b
         with use_threads(1) if small else contextlib.nullcontext():
             G[..., :m, new] = V[..., :m].mT @ Z[..., new]
@@ -181,10 +209,16 @@ def lanczos_singular_values(
                 break
             b = min(block, n - m)
             F = _orthonormal_block(Z[..., new], V[..., :m])[..., :b]
-            if m + b > cap:  # thick restart: keep the leading Ritz vectors; F is orthogonal to all of V
+            if (
+                m + b > cap
+            ):  # thick restart: keep the leading Ritz vectors; F is orthogonal to all of V
                 keep = min(m, max(k + block, (cap + k) // 2))
                 Yk = Y[..., :keep]
-                V[..., :keep], W[..., :keep], Z[..., :keep] = V[..., :m] @ Yk, W[..., :m] @ Yk, Z[..., :m] @ Yk
+                V[..., :keep], W[..., :keep], Z[..., :keep] = (
+                    V[..., :m] @ Yk,
+                    W[..., :m] @ Yk,
+                    Z[..., :m] @ Yk,
+                )
                 G[..., :keep, :keep] = torch.diag_embed(sigma[..., :keep] ** 2)
                 m = keep
             V[..., m : m + b] = F
@@ -196,7 +230,9 @@ def lanczos_singular_values(
     return torch.linalg.svdvals(W[..., :m])[..., :k].to(A.device), info
 
 
-def top_singular_values(A: torch.Tensor, k: int, *, method: str = "auto", tol: float = 1e-9) -> torch.Tensor:
+def top_singular_values(
+    A: torch.Tensor, k: int, *, method: str = "auto", tol: float = 1e-9
+) -> torch.Tensor:
     """The k largest singular values of each matrix (shape (..., k), descending).
 
     method: "full" (dense SVD), "iterative" (ARPACK Lanczos via scipy, float64, to
@@ -217,7 +253,9 @@ def top_singular_values(A: torch.Tensor, k: int, *, method: str = "auto", tol: f
         return torch.linalg.svdvals(A)[..., :k]
     if method == "lanczos" and A.device.type != "cpu":
         return lanczos_singular_values(A, k, tol=tol)[0].to(A.dtype)
-    if method == "lanczos":  # on the CPU one matrix at a time: a batched matrix-vector product is ~10x slower than a loop
+    if (
+        method == "lanczos"
+    ):  # on the CPU one matrix at a time: a batched matrix-vector product is ~10x slower than a loop
         flat = A.reshape(-1, *A.shape[-2:])
         values = torch.stack([lanczos_singular_values(m, k, tol=tol)[0] for m in flat])
         return values.reshape(*A.shape[:-2], k).to(A.dtype)
@@ -253,7 +291,9 @@ def matched_distance(a, b) -> float:
     """
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.ndim < 1 or a.shape[-1] == 0:
-        raise ParameterError(f"a and b must be non-empty with the same shape, got {a.shape} and {b.shape}")
+        raise ParameterError(
+            f"a and b must be non-empty with the same shape, got {a.shape} and {b.shape}"
+        )
     worst = 0.0
     for x, y in zip(a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1]), strict=True):
         cost = np.abs(x[:, None] - y[None, :])

@@ -107,7 +107,9 @@ def from_adjacency(adjacency, *, self_loops: bool = True) -> torch.Tensor:
     """Mask from any square 0/1 or boolean matrix (entry [i, j]: i attends to j)."""
     adj = torch.as_tensor(adjacency)
     if adj.ndim != 2 or adj.shape[0] != adj.shape[1] or adj.shape[0] < 1:
-        raise ParameterError(f"adjacency must be a non-empty square 2-D matrix, got shape {tuple(adj.shape)}")
+        raise ParameterError(
+            f"adjacency must be a non-empty square 2-D matrix, got shape {tuple(adj.shape)}"
+        )
     mask = adj != 0
     if self_loops:
         mask = mask | torch.eye(mask.shape[0], dtype=torch.bool, device=mask.device)
@@ -117,13 +119,17 @@ def from_adjacency(adjacency, *, self_loops: bool = True) -> torch.Tensor:
 def check_mask(mask: torch.Tensor) -> torch.Tensor:
     """Raise unless `mask` is a boolean (..., n, n) tensor in which every row allows a token."""
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        raise ParameterError(f"mask must be a torch.bool tensor, got {type(mask).__name__} {getattr(mask, 'dtype', '')}")
+        raise ParameterError(
+            f"mask must be a torch.bool tensor, got {type(mask).__name__} {getattr(mask, 'dtype', '')}"
+        )
     if mask.ndim < 2 or mask.shape[-1] != mask.shape[-2]:
         raise ParameterError(f"mask must have shape (..., n, n), got {tuple(mask.shape)}")
     empty = ~mask.any(-1)
     if bool(empty.any()):
         row = int(empty.nonzero()[0, -1])
-        raise ParameterError(f"mask row {row} allows no token: every token must attend to at least one (self-loops)")
+        raise ParameterError(
+            f"mask row {row} allows no token: every token must attend to at least one (self-loops)"
+        )
     return mask
 
 
@@ -131,7 +137,9 @@ def _graph(mask: torch.Tensor) -> csr_matrix:
     """Sparse adjacency of the mask graph: entry [j, i] for the edge j -> i."""
     mask = check_mask(mask)
     if mask.ndim != 2:
-        raise ParameterError(f"graph functions take one mask of shape (n, n), got {tuple(mask.shape)}")
+        raise ParameterError(
+            f"graph functions take one mask of shape (n, n), got {tuple(mask.shape)}"
+        )
     return csr_matrix(mask.cpu().numpy().T)
 
 
@@ -164,7 +172,9 @@ def diameter(mask: torch.Tensor) -> int | float:
 
 def is_strongly_connected(mask: torch.Tensor) -> bool:
     """Every ordered pair of tokens is joined by a directed path."""
-    n_components = csgraph.connected_components(_graph(mask), directed=True, connection="strong")[0]
+    n_components = csgraph.connected_components(_graph(mask), directed=True, connection="strong")[
+        0
+    ]
     return n_components == 1
 
 

@@ -52,32 +52,54 @@ class PretrainedModel:
         """X(0): the embedding output for (batch, n) token ids (BERT: LN(word + position + type); GPT-2: word + position)."""
         n = token_ids.shape[-1]
         if n > self.max_positions:
-            raise ParameterError(f"n_tokens must be at most {self.max_positions} for {self.name}, got {n}")
+            raise ParameterError(
+                f"n_tokens must be at most {self.max_positions} for {self.name}, got {n}"
+            )
         e = self.embeddings
         X = e["word"][token_ids] + e["position"][:n]
         if self.family == "bert":
-            X = torch.nn.functional.layer_norm(X + e["token_type"][0], X.shape[-1:], e["ln_weight"], e["ln_bias"], self.config.ln_eps)
+            X = torch.nn.functional.layer_norm(
+                X + e["token_type"][0],
+                X.shape[-1:],
+                e["ln_weight"],
+                e["ln_bias"],
+                self.config.ln_eps,
+            )
         return X
 
     def simulate(self, X0: torch.Tensor, variant: str = "full", **kw) -> san.Simulation:
         """san.simulate with this model's weights (mask, d_qk, metrics... pass through)."""
-        return san.simulate(X0.to(self.layers[0].W_Q.dtype), self.variant(variant), weights=self.layers, **kw)
+        return san.simulate(
+            X0.to(self.layers[0].W_Q.dtype), self.variant(variant), weights=self.layers, **kw
+        )
 
 
 def model_directory(source: str | Path | None = None) -> Path:
     """The directory of `source`: a path, an installed package's bundled model, or the default package."""
-    if source is None or (isinstance(source, str) and not Path(source).exists() and source.replace("-", "_").isidentifier()):
+    if source is None or (
+        isinstance(source, str)
+        and not Path(source).exists()
+        and source.replace("-", "_").isidentifier()
+    ):
         package = DEFAULT_PACKAGE if source is None else source.replace("-", "_")
         try:
             module = importlib.import_module(package)
         except ImportError:
-            hint = "pip install 'collapse[pretrained]'" if package == DEFAULT_PACKAGE else f"install {package}"
-            raise ParameterError(f"model package {package!r} is not installed ({hint}), or pass a model directory") from None
+            hint = (
+                "pip install 'collapse[pretrained]'"
+                if package == DEFAULT_PACKAGE
+                else f"install {package}"
+            )
+            raise ParameterError(
+                f"model package {package!r} is not installed ({hint}), or pass a model directory"
+            ) from None
         getter = getattr(module, "get_model_path", None)
         return Path(getter() if getter else Path(module.__file__).parent / "model")
     path = Path(source)
     if not path.is_dir():
-        raise ParameterError(f"model directory {str(path)!r} does not exist (expected config.json, model.safetensors, tokenizer)")
+        raise ParameterError(
+            f"model directory {str(path)!r} does not exist (expected config.json, model.safetensors, tokenizer)"
+        )
     return path
 
 
@@ -87,7 +109,9 @@ def _read_config(path: Path) -> dict:
     except FileNotFoundError:
         raise ParameterError(f"model directory {str(path)!r} has no config.json") from None
     except json.JSONDecodeError as err:
-        raise ParameterError(f"{path / 'config.json'} is not valid JSON ({err.msg}, line {err.lineno})") from None
+        raise ParameterError(
+            f"{path / 'config.json'} is not valid JSON ({err.msg}, line {err.lineno})"
+        ) from None
 
 
 def _read_tensors(path: Path, dtype) -> dict[str, torch.Tensor]:
@@ -96,12 +120,19 @@ def _read_tensors(path: Path, dtype) -> dict[str, torch.Tensor]:
 
     file = path / "model.safetensors"
     if not file.is_file():
-        raise ParameterError(f"model directory {str(path)!r} has no model.safetensors (only safetensors weights are loaded)")
+        raise ParameterError(
+            f"model directory {str(path)!r} has no model.safetensors (only safetensors weights are loaded)"
+        )
     try:
         tensors = load_file(str(file))
     except (SafetensorError, OSError, RuntimeError, ValueError) as err:
-        raise ParameterError(f"{file} is corrupt or truncated: {str(err).splitlines()[0]}") from None
-    return {key: value.to(dtype) if value.is_floating_point() else value for key, value in tensors.items()}
+        raise ParameterError(
+            f"{file} is corrupt or truncated: {str(err).splitlines()[0]}"
+        ) from None
+    return {
+        key: value.to(dtype) if value.is_floating_point() else value
+        for key, value in tensors.items()
+    }
 
 
 def _read_tokenizer(path: Path):
@@ -113,7 +144,9 @@ def _read_tokenizer(path: Path):
     elif (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
         tokenizer = ByteLevelBPETokenizer(str(path / "vocab.json"), str(path / "merges.txt"))
     else:
-        raise ParameterError(f"model directory {str(path)!r} has no tokenizer (tokenizer.json, or vocab.json + merges.txt)")
+        raise ParameterError(
+            f"model directory {str(path)!r} has no tokenizer (tokenizer.json, or vocab.json + merges.txt)"
+        )
     tokenizer.no_truncation()  # windows are cut by token count here, never by the tokenizer
     tokenizer.no_padding()
     return tokenizer
@@ -123,27 +156,41 @@ class _Weights:
     """Named tensors of a checkpoint, with a clear error for a missing one."""
 
     def __init__(self, tensors: dict, prefixes: tuple[str, ...], path: Path, family: str):
-        self.tensors = {next((k[len(p) :] for p in prefixes if k.startswith(p)), k): v for k, v in tensors.items()}
+        self.tensors = {
+            next((k[len(p) :] for p in prefixes if k.startswith(p)), k): v
+            for k, v in tensors.items()
+        }
         self.path, self.family = path, family
 
     def __call__(self, key: str) -> torch.Tensor:
         if key not in self.tensors:
-            raise ParameterError(f"{self.path / 'model.safetensors'} lacks tensor {key!r}: not a complete {self.family} checkpoint")
+            raise ParameterError(
+                f"{self.path / 'model.safetensors'} lacks tensor {key!r}: not a complete {self.family} checkpoint"
+            )
         return self.tensors[key]
 
 
 def _bert_layer(get: _Weights, i: int) -> san.LayerWeights:
     p = f"encoder.layer.{i}."
     linear = lambda name: (get(p + name + ".weight").T.contiguous(), get(p + name + ".bias"))  # noqa: E731  (out, in) -> (in, out)
-    (W_Q, b_Q), (W_K, b_K), (W_V, b_V) = (linear(f"attention.self.{n}") for n in ("query", "key", "value"))
-    (W_O, b_O), (W_1, b_1), (W_2, b_2) = (linear(n) for n in ("attention.output.dense", "intermediate.dense", "output.dense"))
+    (W_Q, b_Q), (W_K, b_K), (W_V, b_V) = (
+        linear(f"attention.self.{n}") for n in ("query", "key", "value")
+    )
+    (W_O, b_O), (W_1, b_1), (W_2, b_2) = (
+        linear(n) for n in ("attention.output.dense", "intermediate.dense", "output.dense")
+    )
     ln = lambda name: (get(p + name + ".weight"), get(p + name + ".bias"))  # noqa: E731
     (ln1_w, ln1_b), (ln2_w, ln2_b) = ln("attention.output.LayerNorm"), ln("output.LayerNorm")
-    return san.LayerWeights(W_Q, W_K, W_V, b_Q, b_K, b_V, W_O, b_O, ln1_w, ln1_b, W_1, b_1, W_2, b_2, ln2_w, ln2_b)
+    return san.LayerWeights(
+        W_Q, W_K, W_V, b_Q, b_K, b_V, W_O, b_O, ln1_w, ln1_b, W_1, b_1, W_2, b_2, ln2_w, ln2_b
+    )
 
 
 def _load_bert(cfg: dict, get: _Weights) -> dict:
-    d, n_layers = check_int("hidden_size", cfg.get("hidden_size"), minimum=1), check_int("num_hidden_layers", cfg.get("num_hidden_layers"), minimum=1)
+    d, n_layers = (
+        check_int("hidden_size", cfg.get("hidden_size"), minimum=1),
+        check_int("num_hidden_layers", cfg.get("num_hidden_layers"), minimum=1),
+    )
     config = san.SANConfig.bert(
         variant="full",
         n_layers=n_layers,
@@ -160,12 +207,19 @@ def _load_bert(cfg: dict, get: _Weights) -> dict:
         "ln_bias": get("embeddings.LayerNorm.bias"),
     }
     layers = [_bert_layer(get, i) for i in range(n_layers)]
-    return dict(config=config, layers=layers, embeddings=embeddings, max_positions=embeddings["position"].shape[0])
+    return dict(
+        config=config,
+        layers=layers,
+        embeddings=embeddings,
+        max_positions=embeddings["position"].shape[0],
+    )
 
 
 def _gpt2_layer(get: _Weights, i: int, d: int) -> san.LayerWeights:
     p = f"h.{i}."
-    W_Q, W_K, W_V = get(p + "attn.c_attn.weight").split(d, dim=1)  # Conv1D weights are already (in, out)
+    W_Q, W_K, W_V = get(p + "attn.c_attn.weight").split(
+        d, dim=1
+    )  # Conv1D weights are already (in, out)
     b_Q, b_K, b_V = get(p + "attn.c_attn.bias").split(d)
     return san.LayerWeights(
         *(t.contiguous() for t in (W_Q, W_K, W_V)), b_Q, b_K, b_V,
@@ -177,10 +231,17 @@ def _gpt2_layer(get: _Weights, i: int, d: int) -> san.LayerWeights:
 
 
 def _load_gpt2(cfg: dict, get: _Weights) -> dict:
-    d, n_layers = check_int("n_embd", cfg.get("n_embd"), minimum=1), check_int("n_layer", cfg.get("n_layer"), minimum=1)
-    activation = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}.get(cfg.get("activation_function", "gelu_new"))
+    d, n_layers = (
+        check_int("n_embd", cfg.get("n_embd"), minimum=1),
+        check_int("n_layer", cfg.get("n_layer"), minimum=1),
+    )
+    activation = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}.get(
+        cfg.get("activation_function", "gelu_new")
+    )
     if activation is None:
-        raise ParameterError(f"activation_function {cfg['activation_function']!r} is not supported (gelu_new, gelu)")
+        raise ParameterError(
+            f"activation_function {cfg['activation_function']!r} is not supported (gelu_new, gelu)"
+        )
     config = san.SANConfig(
         d=d,
         n_layers=n_layers,
@@ -197,7 +258,13 @@ def _load_gpt2(cfg: dict, get: _Weights) -> dict:
     embeddings = {"word": get("wte.weight"), "position": get("wpe.weight")}
     layers = [_gpt2_layer(get, i, d) for i in range(n_layers)]
     final = (get("ln_f.weight"), get("ln_f.bias"))
-    return dict(config=config, layers=layers, embeddings=embeddings, max_positions=embeddings["position"].shape[0], final_norm=final)
+    return dict(
+        config=config,
+        layers=layers,
+        embeddings=embeddings,
+        max_positions=embeddings["position"].shape[0],
+        final_norm=final,
+    )
 
 
 def load(source: str | Path | None = None, *, dtype=torch.float64) -> PretrainedModel:
@@ -206,8 +273,12 @@ def load(source: str | Path | None = None, *, dtype=torch.float64) -> Pretrained
     cfg = _read_config(path)
     family = cfg.get("model_type")
     if family not in FAMILIES:
-        raise ParameterError(f"model_type must be one of {', '.join(FAMILIES)} (config.json in {str(path)!r}); got {family!r}")
+        raise ParameterError(
+            f"model_type must be one of {', '.join(FAMILIES)} (config.json in {str(path)!r}); got {family!r}"
+        )
     get = _Weights(_read_tensors(path, dtype), ("bert.", "transformer.", "model."), path, family)
     parts = _load_bert(cfg, get) if family == "bert" else _load_gpt2(cfg, get)
     name = DEFAULT_NAME if source is None else cfg.get("_name_or_path") or path.name
-    return PretrainedModel(name=name, family=family, path=path, tokenizer=_read_tokenizer(path), **parts)
+    return PretrainedModel(
+        name=name, family=family, path=path, tokenizer=_read_tokenizer(path), **parts
+    )

@@ -35,8 +35,17 @@ def verdict(key: str, claim: str, paper_ref: str, measured: str, expected: str, 
     if not isinstance(key, str) or not _KEY.match(key):
         raise ParameterError(f"key must be lowercase letters, digits and dashes, got {key!r}")
     if not isinstance(passed, (bool, np.bool_)):
-        raise ParameterError(f"passed must be a bool computed from the data, got {type(passed).__name__}")
-    record = {"key": key, "claim": claim, "paper_ref": paper_ref, "measured": str(measured), "expected": str(expected), "passed": bool(passed)}
+        raise ParameterError(
+            f"passed must be a bool computed from the data, got {type(passed).__name__}"
+        )
+    record = {
+        "key": key,
+        "claim": claim,
+        "paper_ref": paper_ref,
+        "measured": str(measured),
+        "expected": str(expected),
+        "passed": bool(passed),
+    }
     _display(record)
     return record
 

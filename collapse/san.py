@@ -32,12 +32,26 @@ from .checks import ParameterError, check_choice, check_float, check_int
 from .masks import check_mask
 from .theory import epsilon
 
-__all__ = ["VARIANTS", "INITS", "SANConfig", "LayerWeights", "init_layer", "init_layers", "self_attention", "apply_layer", "simulate", "Simulation"]
+__all__ = [
+    "VARIANTS",
+    "INITS",
+    "SANConfig",
+    "LayerWeights",
+    "init_layer",
+    "init_layers",
+    "self_attention",
+    "apply_layer",
+    "simulate",
+    "Simulation",
+]
 
 VARIANTS = ("attention", "skip", "ln", "skip_ln", "full")
 INITS = ("torch_default", "bert_normal", "orthogonal_v", "spectral_v")
 # BERT's exact GELU and GPT-2's tanh approximation ("gelu_new").
-ACTIVATIONS = {"gelu": torch.nn.functional.gelu, "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh")}
+ACTIVATIONS = {
+    "gelu": torch.nn.functional.gelu,
+    "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+}
 
 
 @dataclass(frozen=True)
@@ -77,7 +91,15 @@ class SANConfig:
     @classmethod
     def bert(cls, variant: str = "attention", n_layers: int = 12, **overrides) -> SANConfig:
         """BERT-base sizes: d=768, 12 heads of 64, Q/K/V/O with biases, centred LN (eps 1e-12)."""
-        base = dict(d=768, n_heads=12, out_proj=True, bias=True, layernorm="centered", ln_eps=1e-12, d_ff=3072)
+        base = dict(
+            d=768,
+            n_heads=12,
+            out_proj=True,
+            bias=True,
+            layernorm="centered",
+            ln_eps=1e-12,
+            d_ff=3072,
+        )
         return cls(n_layers=n_layers, variant=variant, **{**base, **overrides})
 
     @property
@@ -112,7 +134,10 @@ class LayerWeights:
 
     def map(self, fn) -> LayerWeights:
         """Apply `fn` to every present tensor (casting, moving, reshaping)."""
-        return replace(self, **{f.name: fn(v) for f in fields(self) if (v := getattr(self, f.name)) is not None})
+        return replace(
+            self,
+            **{f.name: fn(v) for f in fields(self) if (v := getattr(self, f.name)) is not None},
+        )
 
     def to(self, *args, **kwargs) -> LayerWeights:
         return self.map(lambda t: t.to(*args, **kwargs))
@@ -127,7 +152,11 @@ def _draw(config: SANConfig, seed: int, layer: int, role: str, fan_in: int, shap
     g = rng.generator(seed, layer, _ROLES.index(role))
     is_bias = role.startswith("b_")
     if config.init == "bert_normal":
-        t = torch.zeros(shape, dtype=torch.float64) if is_bias else torch.randn(shape, generator=g, dtype=torch.float64) * 0.02
+        t = (
+            torch.zeros(shape, dtype=torch.float64)
+            if is_bias
+            else torch.randn(shape, generator=g, dtype=torch.float64) * 0.02
+        )
     elif role == "W_V" and config.init == "orthogonal_v":
         q, r = torch.linalg.qr(torch.randn(shape, generator=g, dtype=torch.float64))
         t = q * torch.sign(torch.diagonal(r))
@@ -140,7 +169,14 @@ def _draw(config: SANConfig, seed: int, layer: int, role: str, fan_in: int, shap
     return t
 
 
-def init_layer(config: SANConfig, layer: int, seed: int | Sequence[int] = 0, *, dtype=torch.float64, device=None) -> LayerWeights:
+def init_layer(
+    config: SANConfig,
+    layer: int,
+    seed: int | Sequence[int] = 0,
+    *,
+    dtype=torch.float64,
+    device=None,
+) -> LayerWeights:
     """Fresh weights of layer `layer`; a sequence of seeds stacks them along a leading dim."""
     layer = check_int("layer", layer, minimum=0)
     seeds = rng.check_seeds(seed)
@@ -160,10 +196,14 @@ def init_layer(config: SANConfig, layer: int, seed: int | Sequence[int] = 0, *, 
         stacked = torch.stack(tensors) if isinstance(seed, Sequence) else tensors[0]
         return stacked.to(dtype=dtype, device=device)
 
-    return LayerWeights(**{role: draw(role, fan_in, shape) for role, (fan_in, shape) in spec.items()})
+    return LayerWeights(
+        **{role: draw(role, fan_in, shape) for role, (fan_in, shape) in spec.items()}
+    )
 
 
-def init_layers(config: SANConfig, seed: int | Sequence[int] = 0, *, dtype=torch.float64, device=None) -> Iterator[LayerWeights]:
+def init_layers(
+    config: SANConfig, seed: int | Sequence[int] = 0, *, dtype=torch.float64, device=None
+) -> Iterator[LayerWeights]:
     """Weights of every layer, drawn lazily so that deep stacks never hold all of them."""
     for layer in range(config.n_layers):
         yield init_layer(config, layer, seed, dtype=dtype, device=device)
@@ -187,9 +227,14 @@ def self_attention(X, w: LayerWeights, config: SANConfig, mask=None, scale=None)
     d, n_heads, head_dim = config.d, config.n_heads, config.head_dim
     W = torch.cat([w.W_Q, w.W_K, w.W_V], dim=-1)
     b = None if w.b_Q is None else torch.cat([w.b_Q, w.b_K, w.b_V], dim=-1)
-    q, k, v = (t.unflatten(-1, (n_heads, head_dim)).transpose(-3, -2) for t in _affine(X, W, b).split(d, dim=-1))
+    q, k, v = (
+        t.unflatten(-1, (n_heads, head_dim)).transpose(-3, -2)
+        for t in _affine(X, W, b).split(d, dim=-1)
+    )
     scale = math.sqrt(head_dim) if scale is None else scale
-    scores = (q / scale) @ k.transpose(-1, -2)  # scaling q is cheaper than scaling the n x n scores
+    scores = (q / scale) @ k.transpose(
+        -1, -2
+    )  # scaling q is cheaper than scaling the n x n scores
     A = masked_softmax(scores, None if mask is None else mask.unsqueeze(-3))
     if config.remove_outlier:
         A = remove_outlier(A)
@@ -257,17 +302,23 @@ def _align_to_batch(w: LayerWeights, ndim: int) -> LayerWeights:
 
 def _check_inputs(X0, config: SANConfig, mask, d_qk, seed):
     if not isinstance(X0, torch.Tensor) or X0.ndim < 2 or X0.shape[-1] != config.d:
-        raise ParameterError(f"X0 must be a tensor of shape (..., n, d={config.d}), got {tuple(getattr(X0, 'shape', ()))}")
+        raise ParameterError(
+            f"X0 must be a tensor of shape (..., n, d={config.d}), got {tuple(getattr(X0, 'shape', ()))}"
+        )
     if not X0.is_floating_point():
         raise ParameterError(f"X0 must be a floating-point tensor, got {X0.dtype}")
     if mask is not None:
         check_mask(mask)
         if mask.shape[-1] != X0.shape[-2]:
-            raise ParameterError(f"mask must be ({X0.shape[-2]}, {X0.shape[-2]}) to match X0's tokens, got {tuple(mask.shape)}")
+            raise ParameterError(
+                f"mask must be ({X0.shape[-2]}, {X0.shape[-2]}) to match X0's tokens, got {tuple(mask.shape)}"
+            )
         mask = mask.to(X0.device)
     scale = None if d_qk is None else temperature_scale(d_qk, X0, 3)
     if isinstance(seed, Sequence) and X0.ndim < 3:
-        raise ParameterError("X0 needs a leading seed dim when seed is a sequence (shape (seeds, ..., n, d))")
+        raise ParameterError(
+            "X0 needs a leading seed dim when seed is a sequence (shape (seeds, ..., n, d))"
+        )
     return mask, scale
 
 
@@ -301,13 +352,17 @@ def simulate(
     history = {name: [value.cpu()] for name, value in _metrics.evaluate(X0, names).items()}
     eps_history = [torch.full(X0.shape[:-2], math.nan, dtype=torch.float64)]
     X = X0
-    for w in tqdm(weights, total=config.n_layers, desc="layers", disable=not progress, leave=False):
+    for w in tqdm(
+        weights, total=config.n_layers, desc="layers", disable=not progress, leave=False
+    ):
         w = w.to(dtype=X0.dtype, device=X0.device)
         X, A = apply_layer(X, _align_to_batch(w, X0.ndim) if per_seed else w, config, mask, scale)
         for name, value in _metrics.evaluate(X, names).items():
             history[name].append(value.cpu())
         if record_epsilon:
-            eps_history.append(epsilon(A, None if mask is None else mask.unsqueeze(-3)).amin(-1).double().cpu())
+            eps_history.append(
+                epsilon(A, None if mask is None else mask.unsqueeze(-3)).amin(-1).double().cpu()
+            )
     result = {name: torch.stack(values) for name, values in history.items()}
     if record_epsilon:
         result["epsilon"] = torch.stack(eps_history)

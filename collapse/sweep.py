@@ -42,7 +42,9 @@ def _check_grid(X0, configs, masks, d_qk):
     if not configs or not masks:
         raise ParameterError("configs and masks must each name at least one entry")
     if not isinstance(X0, torch.Tensor) or X0.ndim not in (2, 3) or not X0.is_floating_point():
-        raise ParameterError(f"X0 must be a floating-point tensor (samples, n, d) or (n, d), got {tuple(getattr(X0, 'shape', ()))}")
+        raise ParameterError(
+            f"X0 must be a floating-point tensor (samples, n, d) or (n, d), got {tuple(getattr(X0, 'shape', ()))}"
+        )
     n, d = X0.shape[-2:]
     for label, config in configs.items():
         if not isinstance(config, SANConfig) or config.d != d:
@@ -50,7 +52,9 @@ def _check_grid(X0, configs, masks, d_qk):
     for name, mask in masks.items():
         check_mask(mask)
         if mask.shape != (n, n):
-            raise ParameterError(f"mask {name!r} must have shape ({n}, {n}) to match X0's tokens, got {tuple(mask.shape)}")
+            raise ParameterError(
+                f"mask {name!r} must have shape ({n}, {n}) to match X0's tokens, got {tuple(mask.shape)}"
+            )
     d_qk = list(d_qk)
     if not d_qk:
         raise ParameterError("d_qk must list at least one value (None means the head width)")
@@ -62,7 +66,16 @@ def _check_grid(X0, configs, masks, d_qk):
 
 def _weight_key(config: SANConfig) -> tuple:
     """What decides a config's weights: configs with equal keys share them (variant and LN do not matter)."""
-    return (config.d, config.n_heads, config.init, config.out_proj, config.bias, config.ffn_width, config.qk_gain, config.n_layers)
+    return (
+        config.d,
+        config.n_heads,
+        config.init,
+        config.out_proj,
+        config.bias,
+        config.ffn_width,
+        config.qk_gain,
+        config.n_layers,
+    )
 
 
 def _groups(configs: Mapping[str, SANConfig]) -> list[dict[str, SANConfig]]:
@@ -112,12 +125,17 @@ def plan(X0, configs, masks, *, d_qk=(None,), metrics=("mu",), seed=0, batch_siz
         for group in _groups(configs):
             head = next(iter(group.values())).head_dim
             used = tuple(float(head) if v is None else float(v) for v in d_qk)
-            jobs += [Job(s, group, i, min(i + chunk, n_samples), used) for i in range(0, n_samples, chunk)]
+            jobs += [
+                Job(s, group, i, min(i + chunk, n_samples), used)
+                for i in range(0, n_samples, chunk)
+            ]
     return Grid(X0, mask, tuple(masks), names, tuple(jobs))
 
 
 @torch.inference_mode()
-def run_job(X: torch.Tensor, job: Job, mask: torch.Tensor, names, progress: bool = False) -> dict[str, dict[str, torch.Tensor]]:
+def run_job(
+    X: torch.Tensor, job: Job, mask: torch.Tensor, names, progress: bool = False
+) -> dict[str, dict[str, torch.Tensor]]:
     """Run every config of the job's group on its samples X (S, n, d) x masks (M) x temperatures (T).
 
     Returns {label: {metric: float64 CPU tensor (L+1, M, T, S)}}.
@@ -129,21 +147,28 @@ def run_job(X: torch.Tensor, job: Job, mask: torch.Tensor, names, progress: bool
     start = {name: value.cpu() for name, value in _metrics.evaluate(X, names).items()}
     history = {label: {name: [value] for name, value in start.items()} for label in job.group}
     states = dict.fromkeys(job.group, X)
-    drawer = next((c for c in job.group.values() if c.variant == "full"), next(iter(job.group.values())))
+    drawer = next(
+        (c for c in job.group.values() if c.variant == "full"), next(iter(job.group.values()))
+    )
     layers = init_layers(drawer, job.seed, dtype=X.dtype, device=X.device)
     for w in tqdm(layers, total=drawer.n_layers, desc="layers", disable=not progress, leave=False):
         for label, config in job.group.items():
             states[label], _ = apply_layer(states[label], w, config, mask, scale)
             for name, value in _metrics.evaluate(states[label], names).items():
                 history[label][name].append(value.cpu())
-    return {label: {name: torch.stack(values) for name, values in metric.items()} for label, metric in history.items()}
+    return {
+        label: {name: torch.stack(values) for name, values in metric.items()}
+        for label, metric in history.items()
+    }
 
 
 def _tidy(result, labels: dict, offset: int) -> pd.DataFrame:
     """(L+1, M, T, S) metric tensors -> long rows; labels: column -> values along M or T."""
     first = next(iter(result.values()))
     L1, M, T, S = first.shape
-    layer, m, t, s = np.meshgrid(np.arange(L1), np.arange(M), np.arange(T), np.arange(S), indexing="ij")
+    layer, m, t, s = np.meshgrid(
+        np.arange(L1), np.arange(M), np.arange(T), np.arange(S), indexing="ij"
+    )
     frame = pd.DataFrame(
         {
             "config": labels["config"],
@@ -159,10 +184,14 @@ def _tidy(result, labels: dict, offset: int) -> pd.DataFrame:
     return frame
 
 
-def job_frames(grid: Grid, job: Job, result: dict[str, dict[str, torch.Tensor]]) -> list[pd.DataFrame]:
+def job_frames(
+    grid: Grid, job: Job, result: dict[str, dict[str, torch.Tensor]]
+) -> list[pd.DataFrame]:
     """A job's result as tidy rows, one frame per config label (the order `sweep` concatenates them in)."""
     labels = {"mask": list(grid.mask_names), "d_qk": list(job.d_qk), "seed": job.seed}
-    return [_tidy(values, {**labels, "config": label}, job.start) for label, values in result.items()]
+    return [
+        _tidy(values, {**labels, "config": label}, job.start) for label, values in result.items()
+    ]
 
 
 def sweep(
@@ -187,7 +216,7 @@ def sweep(
     grid = plan(X0, configs, masks, d_qk=d_qk, metrics=metrics, seed=seed, batch_size=batch_size)
     frames = []
     for job in tqdm(grid.jobs, desc="sweep", disable=not progress):
-        frames += job_frames(grid, job, run_job(grid.X0[job.start : job.stop], job, grid.mask, grid.names, progress))
+        frames += job_frames(
+            grid, job, run_job(grid.X0[job.start : job.stop], job, grid.mask, grid.names, progress)
+        )
     return pd.concat(frames, ignore_index=True)
-
-

@@ -44,7 +44,9 @@ def _check(eps, r) -> tuple[float, int]:
     if eps > 1:
         raise ParameterError(f"eps must be in (0, 1] (an attention weight), got {eps}")
     if isinstance(r, float) and math.isinf(r):
-        raise ParameterError("r must be a finite int >= 1: the bounds need a quasi-strongly connected mask")
+        raise ParameterError(
+            "r must be a finite int >= 1: the bounds need a quasi-strongly connected mask"
+        )
     return eps, check_int("r", r, minimum=1)
 
 
@@ -99,9 +101,15 @@ def run_epsilon(eps_history) -> np.ndarray:
     record_epsilon=True)` records one per layer (NaN at t = 0). eps_history has shape
     (L+1, *batch); the result has shape batch.
     """
-    eps = eps_history.numpy() if isinstance(eps_history, torch.Tensor) else np.asarray(eps_history, dtype=float)
+    eps = (
+        eps_history.numpy()
+        if isinstance(eps_history, torch.Tensor)
+        else np.asarray(eps_history, dtype=float)
+    )
     if eps.ndim < 1 or eps.shape[0] < 2:
-        raise ParameterError(f"eps_history must hold layers 0..L with L >= 1 along dim 0, got shape {eps.shape}")
+        raise ParameterError(
+            f"eps_history must hold layers 0..L with L >= 1 along dim 0, got shape {eps.shape}"
+        )
     return eps[1:].min(axis=0)
 
 
@@ -126,7 +134,9 @@ def mask_table(named_masks: Mapping[str, torch.Tensor]) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-def layernorm_rate(mask: torch.Tensor, eps: float, *, d: int, nonnegative_cosines: bool, full_rank: bool = True) -> tuple[float, str]:
+def layernorm_rate(
+    mask: torch.Tensor, eps: float, *, d: int, nonnegative_cosines: bool, full_rank: bool = True
+) -> tuple[float, str]:
     """The guaranteed slope of log mu under scale-only post-LN and orthogonal W_V, and its source.
 
     Why: Theorem 2 and Corollary 1 have different hypotheses; this picks the one that
@@ -162,4 +172,6 @@ def layernorm_rate(mask: torch.Tensor, eps: float, *, d: int, nonnegative_cosine
         cor1_failed.append("n eps^(2r) >= 1")
     if not cor1_failed:
         return (corollary1_rate(eps, r, n_centers) if eps > 0 else 0.0), "Corollary 1"
-    return math.nan, "none: Thm 2 (" + ", ".join(failed) + "); Cor 1 (" + ", ".join(cor1_failed) + ")"
+    return math.nan, "none: Thm 2 (" + ", ".join(failed) + "); Cor 1 (" + ", ".join(
+        cor1_failed
+    ) + ")"

@@ -99,7 +99,9 @@ def target(X: torch.Tensor, name: str) -> torch.Tensor:
 
 def _data(config: TrainConfig, seed: int) -> torch.Tensor:
     g = rng.generator(seed, 1)
-    return torch.stack([gap.isometric_input(config.T, config.d, generator=g) for _ in range(config.n_samples)])
+    return torch.stack(
+        [gap.isometric_input(config.T, config.d, generator=g) for _ in range(config.n_samples)]
+    )
 
 
 def init_weights(config: TrainConfig, seed: int) -> dict[str, torch.Tensor]:
@@ -112,7 +114,10 @@ def init_weights(config: TrainConfig, seed: int) -> dict[str, torch.Tensor]:
     """
     g = rng.generator(seed, 2)
     L, T, d = config.depth, config.T, config.d
-    weights = {"W_V": torch.randn(L, d, d, generator=g, dtype=torch.float64) / (math.sqrt(d) if config.value_init == "scaled" else 1.0)}
+    weights = {
+        "W_V": torch.randn(L, d, d, generator=g, dtype=torch.float64)
+        / (math.sqrt(d) if config.value_init == "scaled" else 1.0)
+    }
     if config.attention == "markov":
         weights["A"] = random_markov(T, generator=g, batch=(L,))
     else:
@@ -122,7 +127,9 @@ def init_weights(config: TrainConfig, seed: int) -> dict[str, torch.Tensor]:
     return weights
 
 
-def forward(X: torch.Tensor, weights: dict[str, torch.Tensor], shift: torch.Tensor) -> torch.Tensor:
+def forward(
+    X: torch.Tensor, weights: dict[str, torch.Tensor], shift: torch.Tensor
+) -> torch.Tensor:
     """The stack on X (..., B, T, d); weights (..., L, d, d) per model; shift (...,): 1/T where fixed, else 0.
 
     Leading dims of X, the weights and shift broadcast (models x data).
@@ -132,7 +139,10 @@ def forward(X: torch.Tensor, weights: dict[str, torch.Tensor], shift: torch.Tens
         if "A" in weights:
             A = weights["A"][..., layer, :, :].unsqueeze(-3)
         else:
-            Q, K = _right(X, weights["W_Q"][..., layer, :, :]), _right(X, weights["W_K"][..., layer, :, :])
+            Q, K = (
+                _right(X, weights["W_Q"][..., layer, :, :]),
+                _right(X, weights["W_K"][..., layer, :, :]),
+            )
             A = torch.softmax(Q @ K.transpose(-1, -2) / math.sqrt(X.shape[-1]), dim=-1)
         X = (A - s) @ _right(X, weights["W_V"][..., layer, :, :])
     return X
@@ -164,20 +174,29 @@ def _check_lrs(lrs) -> list[float]:
     return [check_float("lr", lr, positive=True) for lr in lrs]
 
 
-def _train_block(config: TrainConfig, seeds: list[int], lrs: list[float], fixes: list[bool], device) -> torch.Tensor:
+def _train_block(
+    config: TrainConfig, seeds: list[int], lrs: list[float], fixes: list[bool], device
+) -> torch.Tensor:
     """`train` for one block of models held in memory at once."""
     dt = config.torch_dtype
-    X = torch.stack([_data(config, s) for s in seeds]).to(device=device, dtype=dt)[:, None, None]  # (S, 1, 1, B, T, d)
+    X = torch.stack([_data(config, s) for s in seeds]).to(device=device, dtype=dt)[
+        :, None, None
+    ]  # (S, 1, 1, B, T, d)
     Y = target(X, config.target)
     init = [init_weights(config, s) for s in seeds]
     shape = (len(seeds), len(lrs), len(fixes))
-    stacked = {k: torch.stack([w[k] for w in init]).to(device=device, dtype=dt)[:, None, None] for k in init[0]}
+    stacked = {
+        k: torch.stack([w[k] for w in init]).to(device=device, dtype=dt)[:, None, None]
+        for k in init[0]
+    }
     params = {k: v.expand(*shape, *v.shape[3:]).clone() for k, v in stacked.items()}
     trainable = [k for k in params if k != "A"]
     for k in trainable:
         params[k].requires_grad_(True)
     shift = torch.tensor([1 / config.T if f else 0.0 for f in fixes], dtype=dt, device=device)
-    lr = torch.tensor(lrs, dtype=dt, device=device)[:, None, None, None, None]  # broadcast over (S, lr, fix, L, d, d)
+    lr = torch.tensor(lrs, dtype=dt, device=device)[
+        :, None, None, None, None
+    ]  # broadcast over (S, lr, fix, L, d, d)
     moments = {k: (torch.zeros_like(params[k]), torch.zeros_like(params[k])) for k in trainable}
     history = []
     for step in range(config.steps + 1):
@@ -196,10 +215,20 @@ def model_bytes(config: TrainConfig) -> float:
     """Rough memory one model's training holds (activations saved for the backward pass)."""
     T, d = config.T, config.d
     per_layer = (3 * T * T + 4 * T * d) if config.attention != "markov" else (T * T + 3 * T * d)
-    return float(per_layer * config.depth * config.n_samples * torch.finfo(config.torch_dtype).bits // 8)
+    return float(
+        per_layer * config.depth * config.n_samples * torch.finfo(config.torch_dtype).bits // 8
+    )
 
 
-def train(config: TrainConfig, seeds: int | Sequence[int], lrs, fixes=(False, True), *, device=None, max_bytes: float = 2e9) -> torch.Tensor:
+def train(
+    config: TrainConfig,
+    seeds: int | Sequence[int],
+    lrs,
+    fixes=(False, True),
+    *,
+    device=None,
+    max_bytes: float = 2e9,
+) -> torch.Tensor:
     """Losses (steps + 1, n_seeds, n_lrs, n_fixes): the MSE before training and after each step.
 
     Every (seed, lr, fix) model trains at once, in blocks of models that fit in
@@ -216,7 +245,10 @@ def train(config: TrainConfig, seeds: int | Sequence[int], lrs, fixes=(False, Tr
     seed_step = max(1, int(max_bytes // (per_pair * lr_step)))
     rows = []
     for s0 in range(0, len(seeds), seed_step):
-        blocks = [_train_block(config, seeds[s0 : s0 + seed_step], lrs[l0 : l0 + lr_step], fixes, device) for l0 in range(0, len(lrs), lr_step)]
+        blocks = [
+            _train_block(config, seeds[s0 : s0 + seed_step], lrs[l0 : l0 + lr_step], fixes, device)
+            for l0 in range(0, len(lrs), lr_step)
+        ]
         rows.append(torch.cat(blocks, dim=2))
     return torch.cat(rows, dim=1)
 
@@ -240,13 +272,21 @@ def paired_ratio_ci(fixed, plain, level: float = 0.95) -> tuple[float, float, fl
     if r.size < 2:
         return (math.nan, math.nan, math.nan)
     half = stats.t.ppf(0.5 + level / 2, r.size - 1) * r.std(ddof=1) / math.sqrt(r.size)
-    return (float(np.exp(r.mean())), float(np.exp(r.mean() - half)), float(np.exp(r.mean() + half)))
+    return (
+        float(np.exp(r.mean())),
+        float(np.exp(r.mean() - half)),
+        float(np.exp(r.mean() + half)),
+    )
 
 
 def train_flops(config: TrainConfig, n_models: int) -> float:
     """Rough FLOPs of `train` (forward + backward ~ 3x forward), for the notebook's ETA."""
     T, d = config.T, config.d
-    layer = 2 * T * d * d + 2 * T * T * d + (0 if config.attention == "markov" else 4 * T * d * d + 2 * T * T * d)
+    layer = (
+        2 * T * d * d
+        + 2 * T * T * d
+        + (0 if config.attention == "markov" else 4 * T * d * d + 2 * T * T * d)
+    )
     return float(3 * layer * config.depth * config.n_samples * (config.steps + 1) * n_models)
 
 
@@ -255,7 +295,11 @@ def run_grid(kinds, depths, seeds, lrs, *, device=None, **task) -> dict:
 
     task: the other TrainConfig fields (T, d, n_samples, steps, target, dtype, value_init).
     """
-    return {(k, L): train(TrainConfig(attention=k, depth=L, **task), seeds, lrs, device=device) for k in kinds for L in depths}
+    return {
+        (k, L): train(TrainConfig(attention=k, depth=L, **task), seeds, lrs, device=device)
+        for k in kinds
+        for L in depths
+    }
 
 
 def _at_best(losses: torch.Tensor) -> torch.Tensor:
@@ -271,8 +315,28 @@ def summary(runs: dict, lrs) -> pd.DataFrame:
         curves, best = _at_best(losses), best_lr(losses[-1]).tolist()
         for j, fix in enumerate((False, True)):
             c = curves[..., j]
-            rows.append((kind, depth, fix, lrs[best[j]], c[0].mean().item(), c[-1].mean().item(), c[-1].std().item(), (c[-1] / c[0]).mean().item()))
-    columns = ["kind", "depth", "fix", "best lr", "initial", "final", "final std", "final / initial"]
+            rows.append(
+                (
+                    kind,
+                    depth,
+                    fix,
+                    lrs[best[j]],
+                    c[0].mean().item(),
+                    c[-1].mean().item(),
+                    c[-1].std().item(),
+                    (c[-1] / c[0]).mean().item(),
+                )
+            )
+    columns = [
+        "kind",
+        "depth",
+        "fix",
+        "best lr",
+        "initial",
+        "final",
+        "final std",
+        "final / initial",
+    ]
     return pd.DataFrame(rows, columns=columns).set_index(["kind", "depth", "fix"])
 
 
@@ -284,5 +348,10 @@ def benefit(runs: dict, level: float = 0.95) -> pd.DataFrame:
     for key, losses in runs.items():
         final = _at_best(losses)[-1].numpy()
         ratio, lo, hi = paired_ratio_ci(final[:, 1], final[:, 0], level)
-        rows[key] = {"ratio": ratio, "ci low": lo, "ci high": hi, "benefit claimed": bool(hi < 0.95)}
+        rows[key] = {
+            "ratio": ratio,
+            "ci low": lo,
+            "ci high": hi,
+            "benefit claimed": bool(hi < 0.95),
+        }
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis(["kind", "depth"])

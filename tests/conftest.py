@@ -28,15 +28,22 @@ def copy_sources(target: Path) -> Path:
 def without_network(command: list[str]) -> list[str]:
     """`command` in a fresh network namespace with only loopback (kernels talk over 127.0.0.1), where the
     machine allows one: then nothing in it can download. Unchanged where `unshare -n` is not permitted."""
-    if not (shutil.which("unshare") and shutil.which("ip")) or subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode:
+    if (
+        not (shutil.which("unshare") and shutil.which("ip"))
+        or subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode
+    ):
         return command
     return ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *command]
 
 
 @pytest.fixture(scope="session")
 def fast_book(tmp_path_factory):
-    """`collapse book --profile fast` on a copy of the sources, offline where possible: every notebook executed, then built."""
+    """`collapse book --profile fast` on a copy of the sources, offline where possible: every
+    notebook executed, then built.
+    """
     root = copy_sources(tmp_path_factory.mktemp("project"))
-    command = without_network([sys.executable, "-m", "collapse", "--root", str(root), "book", "--profile", "fast"])
+    command = without_network(
+        [sys.executable, "-m", "collapse", "--root", str(root), "book", "--profile", "fast"]
+    )
     result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     return root, result

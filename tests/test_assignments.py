@@ -90,9 +90,16 @@ TOY = textwrap.dedent(
 
 
 def collapse(*args, timeout=300, offline=False):
-    """The `collapse` command in a subprocess; `offline`: with no network where the machine allows (see conftest)."""
+    """The `collapse` command in a subprocess; `offline`: with no network where the machine
+    allows (see conftest).
+    """
     command = [sys.executable, "-m", "collapse", *map(str, args)]
-    return subprocess.run(without_network(command) if offline else command, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        without_network(command) if offline else command,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def tagged(nb, tag):
@@ -112,7 +119,9 @@ def toy(tmp_path_factory):
 
 
 def submission(toy, tmp_path, answer=None, edit=None):
-    """The toy assignment with its stub replaced by `answer` (None: as issued) and `edit(nb)` applied."""
+    """The toy assignment with its stub replaced by `answer` (None: as issued)
+    and `edit(nb)` applied.
+    """
     _, issued = toy
     nb = nbformat.read(str(issued), as_version=4)
     if answer is not None:
@@ -167,15 +176,22 @@ def test_a_wrong_answer_names_the_failing_assert(toy, tmp_path):
 def test_a_raising_answer_is_reported_not_fatal(toy, tmp_path):
     result = grade(toy, submission(toy, tmp_path, "total = sum(x)\nraise ValueError('boom')"))
     assert "raised ValueError: boom" in result.stdout
-    assert "score: 2/2 checks passed" in result.stdout  # total was set before the raise, and the checks still ran
-    assert result.returncode == 0  # the status is the checks'; the error is reported above the table
+    assert (
+        "score: 2/2 checks passed" in result.stdout
+    )  # total was set before the raise, and the checks still ran
+    assert (
+        result.returncode == 0
+    )  # the status is the checks'; the error is reported above the table
     assert "Traceback" not in result.stdout + result.stderr
 
 
 def test_an_endless_loop_is_stopped_at_the_time_limit(toy, tmp_path):
     result = grade(toy, submission(toy, tmp_path, "while True:\n    pass"), "--timeout", "3")
     assert result.returncode == 1
-    assert "cell In[" in result.stdout and "`while True:` was stopped after 3 s (the time limit per cell)" in result.stdout
+    assert (
+        "cell In[" in result.stdout
+        and "`while True:` was stopped after 3 s (the time limit per cell)" in result.stdout
+    )
     assert "score: 0/2 checks passed" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
 
@@ -183,7 +199,10 @@ def test_an_endless_loop_is_stopped_at_the_time_limit(toy, tmp_path):
 def test_a_loop_that_ignores_the_interrupt_stops_grading_with_a_clear_line(toy, tmp_path):
     result = grade(toy, submission(toy, tmp_path, "total = sum(range(10**12))"), "--timeout", "2")
     assert result.returncode == 1
-    assert "execution stopped: a cell ran past 2 s and did not respond to the interrupt (in cell `total = sum(range(10**12))`)" in result.stdout
+    assert (
+        "execution stopped: a cell ran past 2 s and did not respond to the interrupt (in cell `total = sum(range(10**12))`)"
+        in result.stdout
+    )
     assert "not run: execution stopped before this check finished" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
 
@@ -223,7 +242,9 @@ def test_bad_input_exits_2_with_one_line(toy, tmp_path, capsys, args, message):
     (tmp_path / "notes.txt").write_text("not json")
     nbformat.write(nbformat.v4.new_notebook(), str(tmp_path / "plain.ipynb"))
     args = [str(tmp_path / a) if a.endswith((".ipynb", ".txt")) else a for a in args]
-    assert cli.main(["--root", str(root), *args]) == 2  # in-process: a subprocess per case costs seconds of imports
+    assert (
+        cli.main(["--root", str(root), *args]) == 2
+    )  # in-process: a subprocess per case costs seconds of imports
     out, err = capsys.readouterr()
     assert out == ""
     assert len(err.strip().splitlines()) == 1 and message in err
@@ -237,21 +258,40 @@ def test_strip_solutions_removes_every_solution():
     assert len(tagged(student, "check")) == 2 and text.count(":::{exercise}") == 2
     issued = assignments.strip_solutions(nb, stub=True)
     assert "SECRET" not in "\n".join(c.source for c in issued.cells)
-    assert tagged(issued, "solution")[0].source.endswith('raise RuntimeError("exercise ex-sum is not answered yet")')
+    assert tagged(issued, "solution")[0].source.endswith(
+        'raise RuntimeError("exercise ex-sum is not answered yet")'
+    )
 
 
-START, LAST_CHECK = ":::{solution-start} ex-sum\n:::\n", ":tags: [check]\n\n# Check: total is an int"
+START, LAST_CHECK = (
+    ":::{solution-start} ex-sum\n:::\n",
+    ":tags: [check]\n\n# Check: total is an int",
+)
 
 
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
         (lambda s: s.split(":::{solution-end}")[0], "gate of ex-sum is never closed"),
-        (lambda s: s.replace(":::{solution-end}\n:::\n", ":::{solution-end}\n"), "never closed (no `:::` line in its cell)"),
+        (
+            lambda s: s.replace(":::{solution-end}\n:::\n", ":::{solution-end}\n"),
+            "never closed (no `:::` line in its cell)",
+        ),
         (lambda s: s.replace(START, START + START), "unbalanced"),
-        (lambda s: s.replace("The gated answer", ":::{solution} ex-sum\nnested\n:::\n\nThe gated answer"), "unbalanced"),
-        (lambda s: s.replace(":tags: [solution]\n", ""), "inside a {solution-start} gate without the tag 'solution'"),
-        (lambda s: s.replace(LAST_CHECK, LAST_CHECK.replace("check", "solution")), "outside a {solution-start} gate"),
+        (
+            lambda s: s.replace(
+                "The gated answer", ":::{solution} ex-sum\nnested\n:::\n\nThe gated answer"
+            ),
+            "unbalanced",
+        ),
+        (
+            lambda s: s.replace(":tags: [solution]\n", ""),
+            "inside a {solution-start} gate without the tag 'solution'",
+        ),
+        (
+            lambda s: s.replace(LAST_CHECK, LAST_CHECK.replace("check", "solution")),
+            "outside a {solution-start} gate",
+        ),
     ],
 )
 def test_malformed_solutions_are_one_line_errors(edit, message):
@@ -267,7 +307,11 @@ def bound_names(source: str) -> set:
     for node in ast.parse(source).body:
         targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
         for target in targets:
-            names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} if target is not None else set()
+            names |= (
+                {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+                if target is not None
+                else set()
+            )
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             names.add(node.name)
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -277,17 +321,25 @@ def bound_names(source: str) -> set:
 
 @pytest.mark.parametrize("name", sorted(runner.Project(ROOT).notebooks()))
 def test_every_notebook_has_a_graded_exercise_that_fails_as_issued(name):
-    """Each check cell reads a name that only a solution cell binds, so an unanswered assignment fails every check."""
+    """Each check cell reads a name that only a solution cell binds, so an unanswered assignment
+    fails every check.
+    """
     notebook = runner.Project(ROOT).select([name])[0]
     nb = notebook.source()
     solutions, checks = tagged(nb, "solution"), assignments.check_cells(nb, name)
-    assert solutions and checks, f"{name}: needs a code cell tagged 'solution' inside a {{solution-start}} gate and cells tagged 'check'"
+    assert solutions and checks, (
+        f"{name}: needs a code cell tagged 'solution' inside a {{solution-start}} gate and cells tagged 'check'"
+    )
     graded = {id(c) for c in [*solutions, *checks.values()]}
     others = [c for c in nb.cells if c.cell_type == "code" and id(c) not in graded]
-    answers = set().union(*(bound_names(c.source) for c in solutions)) - set().union(*(bound_names(c.source) for c in others))
+    answers = set().union(*(bound_names(c.source) for c in solutions)) - set().union(
+        *(bound_names(c.source) for c in others)
+    )
     for check_name, cell in checks.items():
         loaded = {n.id for n in ast.walk(ast.parse(cell.source)) if isinstance(n, ast.Name)}
-        assert loaded & answers, f"{name}: check {check_name!r} reads none of the answer's names {sorted(answers)}"
+        assert loaded & answers, (
+            f"{name}: check {check_name!r} reads none of the answer's names {sorted(answers)}"
+        )
     issued = assignments.make_assignment(runner.Project(ROOT), notebook)
     assert all("raise RuntimeError" in c.source for c in tagged(issued, "solution"))
     assert all(s.source not in "\n".join(c.source for c in issued.cells) for s in solutions)

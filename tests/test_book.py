@@ -23,10 +23,18 @@ def test_every_notebook_is_in_the_toc_and_rendered(fast_book):
         assert f"book/executed/{name}" in toc, f"{name} is missing from _toc.yml"
         page = (root / "_build" / "html" / "book" / "executed" / f"{name}.html").read_text()
         assert "Verdict" in page
-        assert 'class="proof theorem admonition"' in page or 'class="proof proposition admonition"' in page
+        assert (
+            'class="proof theorem admonition"' in page
+            or 'class="proof proposition admonition"' in page
+        )
         assert page.count('class="exercise admonition"') >= 2 and page.count("solution") >= 2
-        for suffix in (".md", ".ipynb"):  # download links to the MyST source and the executed notebook
-            link = re.search(rf'href="(\.\./\.\./_downloads/[0-9a-f]+/{re.escape(name + suffix)})"', page)
+        for suffix in (
+            ".md",
+            ".ipynb",
+        ):  # download links to the MyST source and the executed notebook
+            link = re.search(
+                rf'href="(\.\./\.\./_downloads/[0-9a-f]+/{re.escape(name + suffix)})"', page
+            )
             assert link, f"{name}: no download link to {name}{suffix}"
             assert (root / "_build" / "html" / link.group(1)[len("../../") :]).is_file()
 
@@ -37,7 +45,10 @@ def test_scoreboard_and_intro_list_every_verdict(fast_book):
     assert records
     scoreboard = (root / "_build" / "html" / "book" / "executed" / "scoreboard.html").read_text()
     for record in records:
-        assert f"<code class=\"docutils literal notranslate\"><span class=\"pre\">{record['key']}</span></code>" in scoreboard
+        assert (
+            f'<code class="docutils literal notranslate"><span class="pre">{record["key"]}</span></code>'
+            in scoreboard
+        )
     intro = (root / "_build" / "html" / "book" / "intro.html").read_text()
     assert f"of {len(records)} verdicts reproduced" in intro
     assert "Wu <em>et al.</em>, 2024" in intro
@@ -55,7 +66,16 @@ def test_a_broken_reference_fails_the_build(fast_book, tmp_path):
     original = page.read_text()
     page.write_text(original + "\nSee {ref}`no-such-label`.\n")
     try:
-        command = [sys.executable, "-m", "collapse", "--root", str(root), "book", "--profile", "fast"]
+        command = [
+            sys.executable,
+            "-m",
+            "collapse",
+            "--root",
+            str(root),
+            "book",
+            "--profile",
+            "fast",
+        ]
         result = subprocess.run(command, capture_output=True, text=True, timeout=900)
     finally:
         page.write_text(original)
@@ -66,10 +86,17 @@ def test_a_broken_reference_fails_the_build(fast_book, tmp_path):
 
 def test_verdicts_json_lists_every_record(fast_book):
     root, _ = fast_book
-    result = subprocess.run([sys.executable, "-m", "collapse", "--root", str(root), "verdicts", "--json"], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "collapse", "--root", str(root), "verdicts", "--json"],
+        capture_output=True,
+        text=True,
+    )
     records = json.loads(result.stdout)
     assert {r["profile"] for r in records} == {"fast"}
-    assert all(set(r) >= {"notebook", "claim", "paper_ref", "measured", "expected", "passed", "profile"} for r in records)
+    assert all(
+        set(r) >= {"notebook", "claim", "paper_ref", "measured", "expected", "passed", "profile"}
+        for r in records
+    )
     expectations = yaml.safe_load((root / "notebooks" / "expectations.yml").read_text()) or {}
     assert result.returncode == (0 if all(
         expectations.get(r["notebook"], {}).get(r["key"], {}).get("fast") == ("reproduced" if r["passed"] else "not-reproduced")

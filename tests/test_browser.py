@@ -84,7 +84,9 @@ class Visit:
 
 @dataclass
 class Browsed:
-    """The whole site as browsed: each page's visit, and each link within the site with its HTTP status and body."""
+    """The whole site as browsed: each page's visit, and each link within the site with its HTTP
+    status and body.
+    """
 
     root: Path
     base: str
@@ -92,15 +94,23 @@ class Browsed:
     answers: dict
 
     def problems(self, check) -> str:
-        """One line per problem that `check(visit)` lists, over every page ('' when there is none)."""
-        return "\n".join(f"{name}: {problem}" for name, visit in self.pages.items() for problem in check(visit))
+        """One line per problem that `check(visit)` lists, over every page ('' when
+        there is none).
+        """
+        return "\n".join(
+            f"{name}: {problem}" for name, visit in self.pages.items() for problem in check(visit)
+        )
 
 
 def _browser_or_skip():
-    """Playwright and Debian's Chromium, or a loud skip (a failure under CI, where `make test` installs both)."""
+    """Playwright and Debian's Chromium, or a loud skip (a failure under CI, where
+    `make test` installs both).
+    """
     missing = []
     if not CHROMIUM.is_file():
-        missing.append(f"{CHROMIUM} (Debian packages chromium and chromium-driver; `make test` installs them when run as root)")
+        missing.append(
+            f"{CHROMIUM} (Debian packages chromium and chromium-driver; `make test` installs them when run as root)"
+        )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -116,7 +126,9 @@ def _browser_or_skip():
 
 @pytest.fixture(scope="module")
 def site(fast_book):
-    """The built HTML of the fast-profile book, served on 127.0.0.1 by a quiet threaded http.server."""
+    """The built HTML of the fast-profile book, served on 127.0.0.1 by a
+    quiet threaded http.server.
+    """
     root, result = fast_book
     html = root / "_build" / "html"
     assert result.returncode == 0 and html.is_dir(), "the book did not build: see test_book.py"
@@ -125,7 +137,9 @@ def site(fast_book):
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer((HOST, 0), functools.partial(Quiet, directory=str(html)))
+    server = http.server.ThreadingHTTPServer(
+        (HOST, 0), functools.partial(Quiet, directory=str(html))
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield root, html, f"http://{HOST}:{server.server_address[1]}/"
@@ -135,13 +149,21 @@ def site(fast_book):
 
 
 def _pages(html: Path) -> list[str]:
-    """Every HTML page of the site, relative to its root (not Sphinx's copied sources or static files)."""
-    return sorted(p.relative_to(html).as_posix() for p in html.rglob("*.html") if p.relative_to(html).parts[0] not in ("_static", "_sources"))
+    """Every HTML page of the site, relative to its root (not Sphinx's copied sources
+    or static files).
+    """
+    return sorted(
+        p.relative_to(html).as_posix()
+        for p in html.rglob("*.html")
+        if p.relative_to(html).parts[0] not in ("_static", "_sources")
+    )
 
 
 def _offline_only(route, failed: list):
     """Abort (and record) any request that leaves 127.0.0.1: an offline reader would not get it."""
-    if urlsplit(route.request.url).hostname == HOST or route.request.url.startswith(("data:", "blob:")):
+    if urlsplit(route.request.url).hostname == HOST or route.request.url.startswith(
+        ("data:", "blob:")
+    ):
         route.continue_()
     else:
         failed.append(f"external request {route.request.url}")
@@ -152,22 +174,36 @@ def _visit(context, base: str, html: Path, name: str) -> Visit:
     visit = Visit()
     page = context.new_page()
     page.route("**/*", functools.partial(_offline_only, failed=visit.failed_requests))
-    page.on("console", lambda msg: visit.console_errors.append(msg.text) if msg.type == "error" else None)
+    page.on(
+        "console",
+        lambda msg: visit.console_errors.append(msg.text) if msg.type == "error" else None,
+    )
     page.on("pageerror", lambda err: visit.console_errors.append(f"uncaught {err}"))
-    page.on("requestfailed", lambda req: visit.failed_requests.append(f"{req.url} ({req.failure})"))
-    page.on("response", lambda r: visit.failed_requests.append(f"{r.url} (HTTP {r.status})") if r.status >= 400 else None)
+    page.on(
+        "requestfailed", lambda req: visit.failed_requests.append(f"{req.url} ({req.failure})")
+    )
+    page.on(
+        "response",
+        lambda r: (
+            visit.failed_requests.append(f"{r.url} (HTTP {r.status})") if r.status >= 400 else None
+        ),
+    )
     page.goto(base + name, wait_until="load")
     if REDIRECT.search((html / name).read_text()):  # index.html forwards to the first page
         page.wait_for_url(lambda url: url != base + name, wait_until="load")
     visit.seen = page.evaluate(INSPECT, STATES_RESULT)
-    page.screenshot(path=str(SCREENSHOTS / (name.replace("/", "__").removesuffix(".html") + ".png")))
+    page.screenshot(
+        path=str(SCREENSHOTS / (name.replace("/", "__").removesuffix(".html") + ".png"))
+    )
     page.close()
     return visit
 
 
 @pytest.fixture(scope="module")
 def browsed(site, tmp_path_factory) -> Browsed:
-    """Visit every page once in headless Chromium (a fresh profile), then request every link within the site."""
+    """Visit every page once in headless Chromium (a fresh profile), then request every link
+    within the site.
+    """
     sync_playwright = _browser_or_skip()
     root, html, base = site
     shutil.rmtree(SCREENSHOTS, ignore_errors=True)
@@ -175,12 +211,22 @@ def browsed(site, tmp_path_factory) -> Browsed:
     profile = tmp_path_factory.mktemp("chromium-profile")
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            str(profile), executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True, viewport={"width": 1280, "height": 900}
+            str(profile),
+            executable_path=str(CHROMIUM),
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport={"width": 1280, "height": 900},
         )
         try:
             pages = {name: _visit(context, base, html, name) for name in _pages(html)}
-            links = sorted({link for v in pages.values() for link in v.seen["links"] if link.startswith(base)})
-            answers = {link.removeprefix(base): (r.status, r.body()) for link in links for r in [context.request.get(link)]}
+            links = sorted(
+                {link for v in pages.values() for link in v.seen["links"] if link.startswith(base)}
+            )
+            answers = {
+                link.removeprefix(base): (r.status, r.body())
+                for link in links
+                for r in [context.request.get(link)]
+            }
         finally:
             context.close()
     return Browsed(root, base, pages, answers)
@@ -188,7 +234,12 @@ def browsed(site, tmp_path_factory) -> Browsed:
 
 def test_every_page_was_visited(browsed):
     expected = {f"book/executed/{name}.html" for name in runner.Project(browsed.root).notebooks()}
-    expected |= {"index.html", "book/intro.html", "book/reproduce.html", "book/executed/scoreboard.html"}
+    expected |= {
+        "index.html",
+        "book/intro.html",
+        "book/reproduce.html",
+        "book/executed/scoreboard.html",
+    }
     assert expected <= set(browsed.pages), sorted(expected - set(browsed.pages))
     assert len(list(SCREENSHOTS.glob("*.png"))) == len(browsed.pages)
 
@@ -204,16 +255,22 @@ def test_no_failed_or_external_requests(browsed):
 
 
 def test_every_image_has_a_size(browsed):
-    problems = browsed.problems(lambda v: [f"image not decoded: {i['src']}" for i in v.seen["images"] if not i["ok"]])
+    problems = browsed.problems(
+        lambda v: [f"image not decoded: {i['src']}" for i in v.seen["images"] if not i["ok"]]
+    )
     assert not problems, problems
-    assert sum(len(v.seen["images"]) for v in browsed.pages.values()) >= len(runner.Project(browsed.root).notebooks())
+    assert sum(len(v.seen["images"]) for v in browsed.pages.values()) >= len(
+        runner.Project(browsed.root).notebooks()
+    )
 
 
 def test_notebook_figures_are_numbered_and_captioned(browsed):
     for name in runner.Project(browsed.root).notebooks():
         figures = browsed.pages[f"book/executed/{name}.html"].seen["figures"]
         assert figures, f"{name}: no figure"
-        assert all(re.match(r"Fig\. \d+", number) for number in figures), f"{name}: a figure without a numbered caption: {figures}"
+        assert all(re.match(r"Fig\. \d+", number) for number in figures), (
+            f"{name}: a figure without a numbered caption: {figures}"
+        )
 
 
 def test_math_is_typeset(browsed):
@@ -236,17 +293,34 @@ def test_every_link_within_the_site_answers(browsed):
 
 
 def test_notebook_pages_offer_their_source_and_executed_notebook(browsed):
-    """The theme's download button gives the executed .ipynb; a {download} link under the title gives the MyST source."""
+    """The theme's download button gives the executed .ipynb; a {download} link under the title
+    gives the MyST source.
+    """
     for name in runner.Project(browsed.root).notebooks():
         links = browsed.pages[f"book/executed/{name}.html"].seen["links"]
-        for suffix, looks_right in ((".md", lambda body: body.startswith(b"---\njupytext:")), (".ipynb", lambda body: "cells" in json.loads(body))):
-            offered = [link.removeprefix(browsed.base) for link in links if link.endswith(f"/{name}{suffix}")]
+        for suffix, looks_right in (
+            (".md", lambda body: body.startswith(b"---\njupytext:")),
+            (".ipynb", lambda body: "cells" in json.loads(body)),
+        ):
+            offered = [
+                link.removeprefix(browsed.base)
+                for link in links
+                if link.endswith(f"/{name}{suffix}")
+            ]
             assert offered, f"{name}: no link to download {name}{suffix}"
-            assert all(looks_right(browsed.answers[link][1]) for link in offered), f"{name}: {offered} is not the {suffix} notebook"
+            assert all(looks_right(browsed.answers[link][1]) for link in offered), (
+                f"{name}: {offered} is not the {suffix} notebook"
+            )
 
 
 def test_every_page_that_states_a_result_cites(browsed):
-    problems = browsed.problems(lambda v: ["states a result but cites nothing"] if v.seen["states_result"] and not v.seen["cites"] else [])
+    problems = browsed.problems(
+        lambda v: (
+            ["states a result but cites nothing"]
+            if v.seen["states_result"] and not v.seen["cites"]
+            else []
+        )
+    )
     assert not problems, problems
 
 
@@ -257,4 +331,7 @@ def test_scoreboard_lists_every_verdict(browsed):
     for record in records:
         matching = [row for row in rows if f"({record['key']})" in row[2]]
         assert len(matching) == 1, f"{record['key']} is not on the scoreboard exactly once"
-        assert matching[0][0].startswith("reproduced" if record["passed"] else "not reproduced"), (record["key"], matching[0][0])
+        assert matching[0][0].startswith("reproduced" if record["passed"] else "not reproduced"), (
+            record["key"],
+            matching[0][0],
+        )

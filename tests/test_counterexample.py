@@ -25,14 +25,18 @@ def test_fixed_point_mu_values_at_w2():
     s = math.sqrt(0.75)
     assert metrics.mu(torch.stack([token1, minus])).item() == pytest.approx(math.sqrt(1 + s))
     assert metrics.mu(torch.stack([token1, plus])).item() == pytest.approx(math.sqrt(1 - s))
-    assert math.sqrt(1 + s) == pytest.approx(1.366, abs=1e-3) and math.sqrt(1 - s) == pytest.approx(0.366, abs=1e-3)
+    assert math.sqrt(1 + s) == pytest.approx(1.366, abs=1e-3) and math.sqrt(
+        1 - s
+    ) == pytest.approx(0.366, abs=1e-3)
 
 
 @pytest.mark.parametrize("x_sign", [1.0, -1.0])
 def test_token1_converges_to_the_pole_of_its_sign(x_sign):
     X0 = torch.tensor([[x_sign * 0.8, -0.6], [0.3, 0.4]], dtype=torch.float64)
     final = ce.final_state(X0, 2.0, 3000)
-    torch.testing.assert_close(final[0], torch.tensor([0.0, x_sign], dtype=torch.float64), rtol=0, atol=1e-3)
+    torch.testing.assert_close(
+        final[0], torch.tensor([0.0, x_sign], dtype=torch.float64), rtol=0, atol=1e-3
+    )
 
 
 @pytest.mark.parametrize("w", [2.0, 4.0, 10.0])
@@ -80,7 +84,9 @@ def test_theorem3_equilibria(N, w):
 def test_stable_rank_value_from_papers():
     assert metrics.stable_rank(ce.equilibrium(3, 1.5)).item() == pytest.approx(1.381, abs=1e-3)
     assert ce.stable_rank_bound(3, 1.5) == pytest.approx(1.421, abs=1e-3)
-    assert ce.stable_rank_bound(1, 2.0) == 1.0 and ce.stable_rank_bound(4, 1e6) == pytest.approx(1.0)
+    assert ce.stable_rank_bound(1, 2.0) == 1.0 and ce.stable_rank_bound(4, 1e6) == pytest.approx(
+        1.0
+    )
 
 
 @pytest.mark.parametrize("rank", range(1, 7))
@@ -100,7 +106,9 @@ def test_iterate_matches_the_explicit_attention_product():
     torch.testing.assert_close(ce.iterate(X0, W, 7), explicit, rtol=0, atol=1e-14)
     path = ce.iterate(X0, W, 7, keep_path=True)
     assert path.shape == (8, 5, 4, 3)
-    torch.testing.assert_close(path[0], X0) and torch.testing.assert_close(path[-1], explicit, rtol=0, atol=1e-14)
+    torch.testing.assert_close(path[0], X0) and torch.testing.assert_close(
+        path[-1], explicit, rtol=0, atol=1e-14
+    )
 
 
 def test_iterate_broadcasts_a_stack_of_value_matrices():
@@ -125,18 +133,26 @@ def test_normalised_value_matrix_has_unit_norm_and_leaves_ln_dynamics_unchanged(
     assert torch.linalg.matrix_norm(torch.linalg.matrix_power(W, 50), ord=2) > 100
     X0 = ce.random_starts(20, 3, 3, torch.Generator().manual_seed(1))
     assert (ce.iterate(X0, W, 200) - ce.iterate(X0, Wn, 200)).abs().max() < 1e-13
-    assert (ce.iterate(X0, W, 5, layernorm=False) - ce.iterate(X0, Wn, 5, layernorm=False)).abs().max() > 1e-3
+    assert (
+        ce.iterate(X0, W, 5, layernorm=False) - ce.iterate(X0, Wn, 5, layernorm=False)
+    ).abs().max() > 1e-3
 
 
 def test_no_layernorm_bound_values():
-    torch.testing.assert_close(ce.no_layernorm_bound([0, 1, 3], 2.0), torch.tensor([1.0, 1.5, 7 / 8], dtype=torch.float64))
+    torch.testing.assert_close(
+        ce.no_layernorm_bound([0, 1, 3], 2.0), torch.tensor([1.0, 1.5, 7 / 8], dtype=torch.float64)
+    )
 
 
 def test_angle_pair_states_grid():
     S = ce.angle_pair_states([0.0, 90.0], [180.0, 270.0, 0.0])
     assert S.shape == (2, 3, 2, 2)
-    torch.testing.assert_close(S[1, 1], torch.tensor([[0.0, 1.0], [0.0, -1.0]], dtype=torch.float64), rtol=0, atol=1e-15)
-    torch.testing.assert_close(S[0, 0], torch.tensor([[1.0, 0.0], [-1.0, 0.0]], dtype=torch.float64), rtol=0, atol=1e-15)
+    torch.testing.assert_close(
+        S[1, 1], torch.tensor([[0.0, 1.0], [0.0, -1.0]], dtype=torch.float64), rtol=0, atol=1e-15
+    )
+    torch.testing.assert_close(
+        S[0, 0], torch.tensor([[1.0, 0.0], [-1.0, 0.0]], dtype=torch.float64), rtol=0, atol=1e-15
+    )
 
 
 def test_random_starts_are_seeded_unit_rows():
@@ -175,7 +191,12 @@ def test_tangent_basis_is_orthonormal_and_orthogonal_to_tokens():
     X = ce.equilibrium(4, 2.0)
     B = ce.tangent_basis(X)
     assert B.shape == (4, 4, 3)
-    torch.testing.assert_close(B.transpose(-1, -2) @ B, torch.eye(3, dtype=torch.float64).expand(4, 3, 3), rtol=0, atol=1e-14)
+    torch.testing.assert_close(
+        B.transpose(-1, -2) @ B,
+        torch.eye(3, dtype=torch.float64).expand(4, 3, 3),
+        rtol=0,
+        atol=1e-14,
+    )
     assert (X[:, None, :] @ B).abs().max() < 1e-14
 
 
@@ -187,9 +208,13 @@ def test_stability_modes_of_the_2d_fixed_points():
     plus, minus = ce.fixed_points(w)
     for point, expected in ((minus, [1 - s, 1.0]), (plus, [1.0, 1 + s])):
         values, directions = ce.stability_modes(torch.stack([pole, point]), w)
-        torch.testing.assert_close(values.real, torch.tensor(expected, dtype=torch.float64), rtol=0, atol=1e-12)
+        torch.testing.assert_close(
+            values.real, torch.tensor(expected, dtype=torch.float64), rtol=0, atol=1e-12
+        )
         assert values.imag.abs().max() < 1e-12
-        torch.testing.assert_close(directions.flatten(1).norm(dim=1), torch.ones(2, dtype=torch.float64))
+        torch.testing.assert_close(
+            directions.flatten(1).norm(dim=1), torch.ones(2, dtype=torch.float64)
+        )
 
 
 def test_stability_modes_predict_the_fate_of_perturbations():
@@ -220,7 +245,10 @@ def test_stability_modes_predict_the_fate_of_perturbations():
         (lambda: ce.equilibrium(6, 2.0, rank=2), "w=2.0 is too small"),
         (lambda: ce.trajectory(torch.zeros(2, 2), 2.0, -1), "steps must be an int >= 0"),
         (lambda: ce.iterate(torch.zeros(2, 3), torch.eye(2), 1), "W_V must be 3 x 3"),
-        (lambda: ce.perturb_and_iterate(torch.eye(2), 2.0, torch.zeros(1, 3, 2), 1e-3, 5), r"directions must have shape \(M, 2, 2\)"),
+        (
+            lambda: ce.perturb_and_iterate(torch.eye(2), 2.0, torch.zeros(1, 3, 2), 1e-3, 5),
+            r"directions must have shape \(M, 2, 2\)",
+        ),
         (lambda: ce.limit_labels(torch.eye(2), 2.0, atol=0.0), "atol must be a number > 0"),
     ],
 )

@@ -27,7 +27,9 @@ def test_log_slope_window_and_too_few_points():
     mu = np.where(t < 10, np.exp(-t), np.exp(-10 - 3 * (t - 10)))
     assert fit.log_slope(mu, start=10, floor=0.0) == pytest.approx(-3.0)
     assert fit.log_slope(mu, stop=10) == pytest.approx(-1.0)
-    assert math.isnan(fit.log_slope(np.array([1.0, 1e-20, 1e-20])))  # a single point above the floor
+    assert math.isnan(
+        fit.log_slope(np.array([1.0, 1e-20, 1e-20]))
+    )  # a single point above the floor
 
 
 def test_loglog_fit_recovers_a_power_law_with_r2():
@@ -39,7 +41,9 @@ def test_loglog_fit_recovers_a_power_law_with_r2():
     # the same numbers as numpy's own least squares on the logs
     slope, intercept = np.polyfit(np.log(T), np.log([1.0, 2.0, 1.5, 2.5]), 1)
     line = fit.loglog_fit(T, [1.0, 2.0, 1.5, 2.5])
-    assert line.slope == pytest.approx(slope, rel=1e-12) and line.intercept == pytest.approx(intercept)
+    assert line.slope == pytest.approx(slope, rel=1e-12) and line.intercept == pytest.approx(
+        intercept
+    )
 
 
 def test_loglog_fit_per_column_leaves_out_points_without_a_logarithm():
@@ -80,11 +84,15 @@ def test_bad_inputs(call, match):
 
 def test_max_rise_measures_a_transient_before_the_fall():
     log_mu = np.array([[2.0, 0.0], [1.0, -1.0], [1.8, -2.0], [1.5, -3.0], [-5.0, -4.0]])
-    np.testing.assert_allclose(fit.max_rise(np.exp(log_mu)), [0.8, 0.0])  # 1.0 -> 1.8; the second falls throughout
+    np.testing.assert_allclose(
+        fit.max_rise(np.exp(log_mu)), [0.8, 0.0]
+    )  # 1.0 -> 1.8; the second falls throughout
     assert fit.max_rise(torch.tensor(np.exp(log_mu[:, 0]))) == pytest.approx(0.8)
 
 
 def test_max_rise_ignores_noise_on_the_floor():
-    log_mu = np.array([0.0, -1.0, -36.0, -35.0, -36.5, -35.2])  # rounding noise at the float64 floor
+    log_mu = np.array(
+        [0.0, -1.0, -36.0, -35.0, -36.5, -35.2]
+    )  # rounding noise at the float64 floor
     assert fit.max_rise(np.exp(log_mu)) == 0.0
     assert fit.max_rise(np.exp(log_mu), floor=0.0) == pytest.approx(1.3)

@@ -30,7 +30,10 @@ def test_keyquery_logit_scales():
 
 def test_layer_variants_by_hand():
     g = torch.Generator().manual_seed(3)
-    X, W = torch.randn(6, 4, generator=g, dtype=torch.float64), torch.randn(4, 4, generator=g, dtype=torch.float64)
+    X, W = (
+        torch.randn(6, 4, generator=g, dtype=torch.float64),
+        torch.randn(4, 4, generator=g, dtype=torch.float64),
+    )
     A = torch.softmax(torch.randn(6, 6, generator=g, dtype=torch.float64), -1)
     plain = gap.GapConfig(T=6, d=4, n_layers=1)
     torch.testing.assert_close(gap.gap_layer(X, A, W, plain), A @ X @ W)
@@ -44,24 +47,45 @@ def test_seeds_batch_like_separate_runs_and_repeat_bit_for_bit():
     batched = gap.simulate(config, [3, 7], metrics=("stable_rank", "gram_stable_rank"))
     for i, seed in enumerate([3, 7]):
         alone = gap.simulate(config, seed, metrics=("stable_rank", "gram_stable_rank"))
-        torch.testing.assert_close(batched["gram_stable_rank"][:, i], alone["gram_stable_rank"][:, 0], rtol=1e-10, atol=0)
+        torch.testing.assert_close(
+            batched["gram_stable_rank"][:, i], alone["gram_stable_rank"][:, 0], rtol=1e-10, atol=0
+        )
     again = gap.simulate(config, [3, 7], metrics=("stable_rank", "gram_stable_rank"))
     assert torch.equal(batched["stable_rank"], again["stable_rank"])
 
 
 def test_rank_collapse_in_width_and_its_fix():
     """One Markov layer: sr(XX^T) ~ 1 without the fix, grows with T with it (PAPERS M4)."""
-    plain = [gap.simulate(gap.GapConfig(T=T, d=T, n_layers=1), range(3))["gram_stable_rank"][1].mean().item() for T in (20, 80)]
-    fixed = [gap.simulate(gap.GapConfig(T=T, d=T, n_layers=1, fix=True), range(3))["gram_stable_rank"][1].mean().item() for T in (20, 80)]
+    plain = [
+        gap.simulate(gap.GapConfig(T=T, d=T, n_layers=1), range(3))["gram_stable_rank"][1]
+        .mean()
+        .item()
+        for T in (20, 80)
+    ]
+    fixed = [
+        gap.simulate(gap.GapConfig(T=T, d=T, n_layers=1, fix=True), range(3))["gram_stable_rank"][
+            1
+        ]
+        .mean()
+        .item()
+        for T in (20, 80)
+    ]
     assert max(plain) < 1.2
     assert fixed[1] > 2 * fixed[0] > 2 * plain[0]
-    assert math.isclose(gap.simulate(gap.GapConfig(T=20, d=20, n_layers=0), 0)["gram_stable_rank"][0, 0].item(), 20)
+    assert math.isclose(
+        gap.simulate(gap.GapConfig(T=20, d=20, n_layers=0), 0)["gram_stable_rank"][0, 0].item(), 20
+    )
 
 
 def test_labels_and_bad_inputs():
-    assert gap.GapConfig(T=4, d=4, n_layers=1, fix=True, skip=True, layernorm=True).label == "A⊥+skip+LN"
+    assert (
+        gap.GapConfig(T=4, d=4, n_layers=1, fix=True, skip=True, layernorm=True).label
+        == "A⊥+skip+LN"
+    )
     assert gap.GapConfig(T=4, d=4, n_layers=1, attention="identity").label == "Identity A"
-    with pytest.raises(ParameterError, match="attention must be one of markov, identity, xavier, normal"):
+    with pytest.raises(
+        ParameterError, match="attention must be one of markov, identity, xavier, normal"
+    ):
         gap.GapConfig(T=4, d=4, n_layers=1, attention="random")
     with pytest.raises(ParameterError, match="n_layers must be an int >= 0"):
         gap.GapConfig(T=4, d=4, n_layers=-3)
@@ -73,7 +97,9 @@ def test_labels_and_bad_inputs():
 
 
 def test_simulate_many_equals_lone_runs_and_pairs_the_configurations():
-    variants = gap.fig7_variants("markov") | {"A(X)⊥+skip": {"attention": "normal", "fix": True, "skip": True}}
+    variants = gap.fig7_variants("markov") | {
+        "A(X)⊥+skip": {"attention": "normal", "fix": True, "skip": True}
+    }
     configs = [gap.GapConfig(T=16, d=24, n_layers=3, **kw) for kw in variants.values()]
     batched = gap.simulate_many(configs, [2, 9], metrics=("stable_rank", "gram_stable_rank", "mu"))
     assert batched["mu"].shape == (len(configs), 4, 2)
@@ -86,10 +112,17 @@ def test_simulate_many_equals_lone_runs_and_pairs_the_configurations():
 
 
 def test_a_seed_does_not_depend_on_its_batch():
-    configs = [gap.GapConfig(T=20, d=40, n_layers=4, fix=True), gap.GapConfig(T=20, d=40, n_layers=4, attention="identity")]
-    together = gap.simulate_many(configs, [3, 7, 11], metrics=("gram_stable_rank",))["gram_stable_rank"]
+    configs = [
+        gap.GapConfig(T=20, d=40, n_layers=4, fix=True),
+        gap.GapConfig(T=20, d=40, n_layers=4, attention="identity"),
+    ]
+    together = gap.simulate_many(configs, [3, 7, 11], metrics=("gram_stable_rank",))[
+        "gram_stable_rank"
+    ]
     alone = gap.simulate_many(configs, [7], metrics=("gram_stable_rank",))["gram_stable_rank"]
-    chunked = gap.simulate_many(configs, [3, 7, 11], metrics=("gram_stable_rank",), seed_batch=2)["gram_stable_rank"]
+    chunked = gap.simulate_many(configs, [3, 7, 11], metrics=("gram_stable_rank",), seed_batch=2)[
+        "gram_stable_rank"
+    ]
     torch.testing.assert_close(together[:, :, 1], alone[:, :, 0], rtol=1e-12, atol=0)
     torch.testing.assert_close(chunked, together, rtol=1e-12, atol=0)
     assert torch.equal(gap.simulate_many(configs, [3, 7, 11])["gram_stable_rank"], together)
@@ -97,18 +130,26 @@ def test_a_seed_does_not_depend_on_its_batch():
 
 @pytest.mark.parametrize("shape", [(3, 10, 30), (3, 30, 10)])
 def test_gram_path_matches_the_svd_metrics(shape):
-    X = torch.randn(*shape, generator=torch.Generator().manual_seed(4), dtype=torch.float64) * torch.tensor([1.0, 1e-3, 1e30]).view(3, 1, 1)
+    X = torch.randn(
+        *shape, generator=torch.Generator().manual_seed(4), dtype=torch.float64
+    ) * torch.tensor([1.0, 1e-3, 1e30]).view(3, 1, 1)
     got = gap._evaluate(X, ("stable_rank", "gram_stable_rank", "mu"))
     torch.testing.assert_close(got["stable_rank"], metrics.stable_rank(X), rtol=1e-10, atol=0)
-    torch.testing.assert_close(got["gram_stable_rank"], metrics.gram_stable_rank(X), rtol=1e-10, atol=0)
+    torch.testing.assert_close(
+        got["gram_stable_rank"], metrics.gram_stable_rank(X), rtol=1e-10, atol=0
+    )
     torch.testing.assert_close(got["mu"], metrics.mu(X))
-    zero = gap._evaluate(torch.zeros(2, 5, 5, dtype=torch.float64), ("gram_stable_rank",))["gram_stable_rank"]
+    zero = gap._evaluate(torch.zeros(2, 5, 5, dtype=torch.float64), ("gram_stable_rank",))[
+        "gram_stable_rank"
+    ]
     assert torch.isnan(zero).all()
 
 
 def test_official_metric_overflows_in_float32_only():
     X = torch.randn(2, 20, 20, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
-    torch.testing.assert_close(gap.official_gram_stable_rank(X), metrics.gram_stable_rank(X), rtol=1e-10, atol=0)
+    torch.testing.assert_close(
+        gap.official_gram_stable_rank(X), metrics.gram_stable_rank(X), rtol=1e-10, atol=0
+    )
     big = (X * 1e10).float()  # sigma_1^4 ~ 1e42 > float32's 3.4e38
     assert torch.isnan(gap.official_gram_stable_rank(big)).all()
     assert torch.isfinite(gap._evaluate(big, ("gram_stable_rank",))["gram_stable_rank"]).all()
@@ -123,13 +164,33 @@ def test_float32_identity_stack_loses_the_official_metric_after_depth_8():
     assert torch.isfinite(single["official_gram_stable_rank"][:9]).all()
     assert torch.isnan(single["official_gram_stable_rank"][9:]).all()
     assert torch.isfinite(double["official_gram_stable_rank"]).all()
-    torch.testing.assert_close(single["gram_stable_rank"], double["gram_stable_rank"], rtol=1e-3, atol=0)
+    torch.testing.assert_close(
+        single["gram_stable_rank"], double["gram_stable_rank"], rtol=1e-3, atol=0
+    )
 
 
 def test_width_sweep_grid_is_finite_and_complete():
     variants = gap.fig7_variants("markov")
-    assert list(variants) == ["A", "A+LN", "A+skip", "A+skip+LN", "A⊥", "A⊥+LN", "A⊥+skip", "A⊥+skip+LN", "Identity A"]
-    frame = gap.width_sweep(variants, [8, 12], [1.0, 0.5, 0.2], n_layers=3, seeds=[0, 1], metrics=("stable_rank", "gram_stable_rank"), max_width=50)
+    assert list(variants) == [
+        "A",
+        "A+LN",
+        "A+skip",
+        "A+skip+LN",
+        "A⊥",
+        "A⊥+LN",
+        "A⊥+skip",
+        "A⊥+skip+LN",
+        "Identity A",
+    ]
+    frame = gap.width_sweep(
+        variants,
+        [8, 12],
+        [1.0, 0.5, 0.2],
+        n_layers=3,
+        seeds=[0, 1],
+        metrics=("stable_rank", "gram_stable_rank"),
+        max_width=50,
+    )
     assert sorted(set(zip(frame["gamma"], frame["T"], frame["d"], strict=True))) == [
         (0.2, 8, 40),
         (0.5, 8, 16),
@@ -139,9 +200,18 @@ def test_width_sweep_grid_is_finite_and_complete():
     ]
     assert len(frame) == 5 * 9 * 4 * 2
     assert np.isfinite(frame[["stable_rank", "gram_stable_rank"]].to_numpy()).all()
-    one = frame[(frame["variant"] == "A⊥") & (frame["T"] == 12) & (frame["gamma"] == 0.5) & (frame["seed"] == 1)]
-    alone = gap.simulate(gap.GapConfig(T=12, d=24, n_layers=3, fix=True), 1)["gram_stable_rank"][:, 0]
-    np.testing.assert_allclose(one.sort_values("layer")["gram_stable_rank"], alone.numpy(), rtol=1e-12)
+    one = frame[
+        (frame["variant"] == "A⊥")
+        & (frame["T"] == 12)
+        & (frame["gamma"] == 0.5)
+        & (frame["seed"] == 1)
+    ]
+    alone = gap.simulate(gap.GapConfig(T=12, d=24, n_layers=3, fix=True), 1)["gram_stable_rank"][
+        :, 0
+    ]
+    np.testing.assert_allclose(
+        one.sort_values("layer")["gram_stable_rank"], alone.numpy(), rtol=1e-12
+    )
     assert gap.width_sweep_flops(variants, [8, 12], [1.0], n_layers=3, n_seeds=2) > 0
 
 
@@ -152,7 +222,9 @@ def test_width_and_inputs_are_checked():
     with pytest.raises(ParameterError, match="gamma must be a number > 0"):
         gap.width_for(10, 0.0)
     with pytest.raises(ParameterError, match="configs must share T, d and n_layers"):
-        gap.simulate_many([gap.GapConfig(T=4, d=4, n_layers=1), gap.GapConfig(T=5, d=5, n_layers=1)])
+        gap.simulate_many(
+            [gap.GapConfig(T=4, d=4, n_layers=1), gap.GapConfig(T=5, d=5, n_layers=1)]
+        )
     with pytest.raises(ParameterError, match="metric must be one of"):
         gap.simulate(gap.GapConfig(T=4, d=4, n_layers=1), 0, metrics=("rank",))
     with pytest.raises(ParameterError, match="dtype must be"):
@@ -185,4 +257,6 @@ def test_free_product_edge_against_gaussian_matrices():
         assert (lam**2).mean().item() == pytest.approx(2 + gamma, rel=0.08)
         assert lam.max().item() == pytest.approx(gap.free_product_edge(gamma), rel=0.05)
     limits = gap.layer1_limits(1.0)
-    assert limits["identity"]["stable_rank"] == pytest.approx(0.25) and limits["identity"]["gram_stable_rank"] == pytest.approx(0.125)
+    assert limits["identity"]["stable_rank"] == pytest.approx(0.25) and limits["identity"][
+        "gram_stable_rank"
+    ] == pytest.approx(0.125)

@@ -27,13 +27,19 @@ def test_closed_forms_match_the_materialised_jacobian(fix, skip):
 
 
 @pytest.mark.parametrize("attention", ["markov", "xavier", "normal"])
-@pytest.mark.parametrize("skip, layernorm", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize(
+    "skip, layernorm", [(False, False), (True, False), (False, True), (True, True)]
+)
 def test_chunked_vjp_matches_the_materialised_jacobian(attention, skip, layernorm):
-    config = gap.GapConfig(T=6, d=4, n_layers=3, attention=attention, fix=True, skip=skip, layernorm=layernorm)
+    config = gap.GapConfig(
+        T=6, d=4, n_layers=3, attention=attention, fix=True, skip=skip, layernorm=layernorm
+    )
     net = gradients.draw(config, [2, 3])
     for L in (1, 3):
         # a chunk that does not divide T*d = 24 exercises the last, partial chunk
-        assert rel(gradients.autograd_norm(net, L, chunk=5), gradients.jacobian_norm(net, L)) < 1e-10
+        assert (
+            rel(gradients.autograd_norm(net, L, chunk=5), gradients.jacobian_norm(net, L)) < 1e-10
+        )
 
 
 def test_plain_closed_form_by_hand():
@@ -41,7 +47,9 @@ def test_plain_closed_form_by_hand():
     net = gradients.draw(gap.GapConfig(T=5, d=5, n_layers=2, fix=True), 4)
     A1, A2 = (a[0] - 1 / 5 for a in net.A)
     expected = (A2 @ A1 @ net.X0[0]).square().sum() * net.W[1][0].square().sum()
-    assert gradients.closed_form_plain(net)[1, 0].item() == pytest.approx(expected.item(), rel=1e-12)
+    assert gradients.closed_form_plain(net)[1, 0].item() == pytest.approx(
+        expected.item(), rel=1e-12
+    )
 
 
 def test_skip_expansion_has_more_terms_than_the_plain_product():
@@ -61,7 +69,9 @@ def test_networks_are_those_of_gap_simulate():
         config = gap.GapConfig(T=10, d=10, n_layers=3, attention=attention, fix=True, skip=True)
         net = gradients.draw(config, [3, 4])
         X = gradients.forward(net, net.W[0])
-        simulated = gap.simulate(config, [3, 4], metrics=("gram_stable_rank",))["gram_stable_rank"][-1]
+        simulated = gap.simulate(config, [3, 4], metrics=("gram_stable_rank",))[
+            "gram_stable_rank"
+        ][-1]
         torch.testing.assert_close(metrics.gram_stable_rank(X), simulated, rtol=1e-12, atol=0)
 
 
@@ -76,6 +86,7 @@ def test_networks_are_the_draws_of_gap_simulate():
         else:  # one seed at a time against a batch of seeds: BLAS rounding, on entries <= 1
             torch.testing.assert_close(net.A[0], first["A"], rtol=0, atol=1e-14)
             torch.testing.assert_close(net.attention(0, net.X0), net.A[0], rtol=0, atol=1e-14)
+
 
 def test_depth_prefixes_and_exact_norms_dispatch():
     net = gradients.draw(gap.GapConfig(T=6, d=6, n_layers=3, skip=True), [0])
@@ -94,7 +105,9 @@ def test_markov_slopes_without_and_with_the_fix():
     logs = {}
     for fix in (False, True):
         nets = [gradients.draw(gap.GapConfig(T=T, d=T, n_layers=2, fix=fix), range(5)) for T in Ts]
-        logs[fix] = np.array([gradients.exact_norms(net, [2])[0].log().mean().item() for net in nets])
+        logs[fix] = np.array(
+            [gradients.exact_norms(net, [2])[0].log().mean().item() for net in nets]
+        )
     slope_plain = fit.loglog_fit(Ts, np.exp(logs[False])).slope
     slope_fixed = fit.loglog_fit(Ts, np.exp(logs[True])).slope
     assert slope_plain > 1.7 and slope_plain - slope_fixed > 0.2
@@ -113,7 +126,9 @@ def test_frozen_attention_separates_the_value_path():
 
 def test_bad_inputs():
     net = gradients.draw(gap.GapConfig(T=4, d=4, n_layers=2, layernorm=True), 0)
-    with pytest.raises(ParameterError, match="needs Markov or identity attention, no LayerNorm and skip=False"):
+    with pytest.raises(
+        ParameterError, match="needs Markov or identity attention, no LayerNorm and skip=False"
+    ):
         gradients.closed_form_plain(net)
     with pytest.raises(ParameterError, match="depth must be at most the network's 2 layers"):
         gradients.autograd_norm(net, 3)
@@ -127,12 +142,20 @@ def test_norm_grid_and_fit_table():
     frame = gradients.norm_grid(["markov", "xavier"], ["plain", "ln"], [6, 12], [1, 2], [0, 1])
     assert len(frame) == 2 * 2 * 2 * 2 * 2 * 2
     assert set(frame["method"]) == {"closed form", "autograd"}
-    row = frame.query("kind == 'markov' and variant == 'plain' and fix and T == 12 and L == 2 and seed == 1")
+    row = frame.query(
+        "kind == 'markov' and variant == 'plain' and fix and T == 12 and L == 2 and seed == 1"
+    )
     net = gradients.draw(gap.GapConfig(T=12, d=12, n_layers=2, fix=True), [0, 1])
-    assert row["norm"].item() == pytest.approx(gradients.closed_form_plain(net)[1, 1].item(), rel=1e-12)
+    assert row["norm"].item() == pytest.approx(
+        gradients.closed_form_plain(net)[1, 1].item(), rel=1e-12
+    )
     table = gradients.fit_table(frame)
     assert list(table.columns) == ["slope", "n_zero", "log T=6", "log T=12"]
     key = ("markov", "plain", True, 2)
-    means = frame.query("kind == 'markov' and variant == 'plain' and fix and L == 2").groupby("T")["log_norm"].mean()
+    means = (
+        frame.query("kind == 'markov' and variant == 'plain' and fix and L == 2")
+        .groupby("T")["log_norm"]
+        .mean()
+    )
     assert table.loc[key, "slope"] == pytest.approx((means[12] - means[6]) / math.log(2))
     assert (table["n_zero"] == 0).all()

@@ -16,7 +16,9 @@ def test_random_markov_is_row_stochastic_and_seeded():
     assert (A.sum(-1) - 1).abs().max() < 1e-14
     again = markov.random_markov(50, generator=torch.Generator().manual_seed(0), batch=(2, 3))
     assert torch.equal(A, again)
-    single = markov.random_markov(50, generator=torch.Generator().manual_seed(0), dtype=torch.float32)
+    single = markov.random_markov(
+        50, generator=torch.Generator().manual_seed(0), dtype=torch.float32
+    )
     assert single.dtype == torch.float32
 
 
@@ -48,11 +50,17 @@ def test_quarter_circle_law_is_a_distribution():
     x = np.linspace(0, 2, 200001)
     assert np.trapezoid(markov.quarter_circle_pdf(x), x) == pytest.approx(1.0, abs=1e-6)
     assert np.trapezoid(x**2 * markov.quarter_circle_pdf(x), x) == pytest.approx(1.0, abs=1e-6)
-    assert markov.quarter_circle_cdf(0.0) == 0 and markov.quarter_circle_cdf(2.0) == pytest.approx(1.0)
-    assert markov.quarter_circle_cdf(-1.0) == 0 and markov.quarter_circle_cdf(3.0) == pytest.approx(1.0)
+    assert markov.quarter_circle_cdf(0.0) == 0 and markov.quarter_circle_cdf(2.0) == pytest.approx(
+        1.0
+    )
+    assert markov.quarter_circle_cdf(-1.0) == 0 and markov.quarter_circle_cdf(
+        3.0
+    ) == pytest.approx(1.0)
     assert markov.quarter_circle_pdf(2.5) == 0 and markov.quarter_circle_pdf(-0.1) == 0
     mid = np.linspace(0.1, 1.9, 50)
-    derivative = (markov.quarter_circle_cdf(mid + 1e-6) - markov.quarter_circle_cdf(mid - 1e-6)) / 2e-6
+    derivative = (
+        markov.quarter_circle_cdf(mid + 1e-6) - markov.quarter_circle_cdf(mid - 1e-6)
+    ) / 2e-6
     np.testing.assert_allclose(derivative, markov.quarter_circle_pdf(mid), rtol=1e-6)
 
 
@@ -76,7 +84,9 @@ def test_iterative_top_singular_values_agree_with_full_svd(shape, k):
 
 def test_iterative_on_markov_resolves_the_outlier_and_the_bulk_edge():
     A = markov.random_markov(800, generator=torch.Generator().manual_seed(4))
-    torch.testing.assert_close(markov.top_singular_values(A, 4), torch.linalg.svdvals(A)[:4], rtol=0, atol=1e-8)
+    torch.testing.assert_close(
+        markov.top_singular_values(A, 4), torch.linalg.svdvals(A)[:4], rtol=0, atol=1e-8
+    )
 
 
 def _markov(T, seed, batch=()):
@@ -90,7 +100,9 @@ def test_lanczos_agrees_with_full_svd_to_1e8_on_markov_matrices(k):
     values, info = markov.lanczos_singular_values(A, k)
     assert info["converged"] and values.shape == (k,)
     torch.testing.assert_close(values, torch.linalg.svdvals(A)[:k], rtol=0, atol=1e-8)
-    torch.testing.assert_close(markov.top_singular_values(A, k, method="lanczos"), values, rtol=0, atol=0)
+    torch.testing.assert_close(
+        markov.top_singular_values(A, k, method="lanczos"), values, rtol=0, atol=0
+    )
 
 
 def test_lanczos_is_cheap_and_deterministic():
@@ -111,7 +123,10 @@ def test_isolated_outlier_is_certified_by_its_residual():
     assert values.item() == pytest.approx(1 + 0.5 / 1500, abs=2e-4)
 
 
-@pytest.mark.parametrize("shape, k, block, max_dim", [((2, 600, 650), 3, 1, None), ((650, 600), 4, 1, 24), ((500, 500), 3, 4, None)])
+@pytest.mark.parametrize(
+    "shape, k, block, max_dim",
+    [((2, 600, 650), 3, 1, None), ((650, 600), 4, 1, 24), ((500, 500), 3, 4, None)],
+)
 def test_lanczos_general_matrices_batches_restarts_and_blocks(shape, k, block, max_dim):
     """Gaussian matrices (no outlier), both orientations, a batch, thick restarts (max_dim small) and blocks."""
     A = torch.randn(*shape, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
@@ -126,8 +141,12 @@ def test_lanczos_general_matrices_batches_restarts_and_blocks(shape, k, block, m
 def test_lanczos_on_degenerate_matrices():
     zero, info = markov.lanczos_singular_values(torch.zeros(50, 50), 2)
     assert torch.equal(zero, torch.zeros(2, dtype=torch.float64)) and info["certified"]
-    uniform, info = markov.lanczos_singular_values(torch.full((600, 600), 1 / 600, dtype=torch.float64), 2)
-    torch.testing.assert_close(uniform, torch.tensor([1.0, 0.0], dtype=torch.float64), rtol=0, atol=1e-12)
+    uniform, info = markov.lanczos_singular_values(
+        torch.full((600, 600), 1 / 600, dtype=torch.float64), 2
+    )
+    torch.testing.assert_close(
+        uniform, torch.tensor([1.0, 0.0], dtype=torch.float64), rtol=0, atol=1e-12
+    )
     small, info = markov.lanczos_singular_values(_markov(5, 1), 5)  # the whole space: exact
     torch.testing.assert_close(small, torch.linalg.svdvals(_markov(5, 1)), rtol=0, atol=1e-13)
 
@@ -137,7 +156,9 @@ def test_lanczos_warns_when_it_runs_out_of_steps_and_keeps_threads():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _, info = markov.lanczos_singular_values(_markov(800, 2), 2, max_steps=4)
-    assert not info["converged"] and any("Lanczos stopped after 4 steps" in str(w.message) for w in caught)
+    assert not info["converged"] and any(
+        "Lanczos stopped after 4 steps" in str(w.message) for w in caught
+    )
     assert torch.get_num_threads() == threads
 
 
@@ -145,7 +166,9 @@ def test_settled_extrapolates_geometric_convergence_only():
     geometric = [torch.tensor([[1.0, 0.5 - 0.1 * 0.5**j]], dtype=torch.float64) for j in range(40)]
     assert markov._settled(geometric, 1e-9, 5).all()
     assert not markov._settled(geometric[:20], 1e-9, 5)[0, 1]  # still moving by ~1e-7
-    steady = [torch.tensor([[1.0, 0.5 + 1e-10 * j]], dtype=torch.float64) for j in range(40)]  # constant drift never settles
+    steady = [
+        torch.tensor([[1.0, 0.5 + 1e-10 * j]], dtype=torch.float64) for j in range(40)
+    ]  # constant drift never settles
     assert not markov._settled(steady, 1e-9, 5)[0, 1]
     assert not markov._settled(geometric[:10], 1.0, 5).any()  # too short a history
 
@@ -153,7 +176,9 @@ def test_settled_extrapolates_geometric_convergence_only():
 def test_auto_uses_lanczos_for_large_matrices():
     A = _markov(600, 9, batch=(2,))
     auto = markov.top_singular_values(A, 2)
-    torch.testing.assert_close(auto, markov.top_singular_values(A, 2, method="lanczos"), rtol=0, atol=0)
+    torch.testing.assert_close(
+        auto, markov.top_singular_values(A, 2, method="lanczos"), rtol=0, atol=0
+    )
     torch.testing.assert_close(auto, torch.linalg.svdvals(A)[..., :2], rtol=0, atol=1e-8)
 
 
@@ -174,7 +199,9 @@ def test_matched_distance_matches_multisets_not_orders():
     moved[7] += 1e-3
     assert markov.matched_distance(values, rng.permutation(moved)) == pytest.approx(1e-3, rel=1e-9)
     batch = np.stack([values, values])
-    assert markov.matched_distance(batch, np.stack([values, moved])) == pytest.approx(1e-3, rel=1e-9)
+    assert markov.matched_distance(batch, np.stack([values, moved])) == pytest.approx(
+        1e-3, rel=1e-9
+    )
 
 
 def test_deflation_of_a_markov_matrix_replaces_eigenvalue_one_by_zero():
@@ -183,7 +210,9 @@ def test_deflation_of_a_markov_matrix_replaces_eigenvalue_one_by_zero():
 
     A = _markov(200, 12)
     before, after = markov.eigenvalues(A).numpy(), markov.eigenvalues(remove_outlier(A)).numpy()
-    assert markov.matched_distance(before, after) > 0.9  # nothing in the deflated spectrum is near 1
+    assert (
+        markov.matched_distance(before, after) > 0.9
+    )  # nothing in the deflated spectrum is near 1
     before[0] = 0
     assert markov.matched_distance(before, after) < 1e-12
 
@@ -194,7 +223,9 @@ def test_logit_std_recovers_the_logit_spread():
     expected = (S - S.mean(-1, keepdim=True)).flatten(-2).std(-1)
     torch.testing.assert_close(markov.logit_std(torch.softmax(S, -1)), expected)
     assert markov.logit_std(torch.full((5, 5), 0.2)).item() == pytest.approx(0.0, abs=1e-12)
-    assert markov.logit_std(_markov(400, 14)).item() == pytest.approx(math.sqrt(math.log(2)), rel=0.02)  # G ~ N(., ln 2)
+    assert markov.logit_std(_markov(400, 14)).item() == pytest.approx(
+        math.sqrt(math.log(2)), rel=0.02
+    )  # G ~ N(., ln 2)
 
 
 @pytest.mark.parametrize(
@@ -202,16 +233,40 @@ def test_logit_std_recovers_the_logit_spread():
     [
         (lambda: markov.random_markov(0), "T must be an int >= 1"),
         (lambda: markov.random_markov(3.5), "T must be an int >= 1"),
-        (lambda: markov.top_singular_values(torch.eye(4), 5), r"k must be at most min\(rows, cols\) = 4"),
-        (lambda: markov.top_singular_values(torch.eye(4), 4, method="iterative"), "method 'iterative' needs k < min"),
-        (lambda: markov.top_singular_values(torch.eye(4), 2, method="arnoldi"), "method must be one of auto, full, iterative, lanczos"),
-        (lambda: markov.lanczos_singular_values(torch.eye(4), 5), r"k must be at most min\(rows, cols\) = 4"),
-        (lambda: markov.lanczos_singular_values(torch.eye(4), 1, tol=0.0), "tol must be a number > 0"),
-        (lambda: markov.lanczos_singular_values(torch.eye(4), 1, block=0), "block must be an int >= 1"),
-        (lambda: markov.lanczos_singular_values(torch.eye(40), 6, max_dim=4), r"max_dim must be at least k \+ block = 7"),
+        (
+            lambda: markov.top_singular_values(torch.eye(4), 5),
+            r"k must be at most min\(rows, cols\) = 4",
+        ),
+        (
+            lambda: markov.top_singular_values(torch.eye(4), 4, method="iterative"),
+            "method 'iterative' needs k < min",
+        ),
+        (
+            lambda: markov.top_singular_values(torch.eye(4), 2, method="arnoldi"),
+            "method must be one of auto, full, iterative, lanczos",
+        ),
+        (
+            lambda: markov.lanczos_singular_values(torch.eye(4), 5),
+            r"k must be at most min\(rows, cols\) = 4",
+        ),
+        (
+            lambda: markov.lanczos_singular_values(torch.eye(4), 1, tol=0.0),
+            "tol must be a number > 0",
+        ),
+        (
+            lambda: markov.lanczos_singular_values(torch.eye(4), 1, block=0),
+            "block must be an int >= 1",
+        ),
+        (
+            lambda: markov.lanczos_singular_values(torch.eye(40), 6, max_dim=4),
+            r"max_dim must be at least k \+ block = 7",
+        ),
         (lambda: markov.eigenvalues(torch.ones(3, 4)), "A must be square"),
         (lambda: markov.second_moment([]), "samples must not be empty"),
-        (lambda: markov.matched_distance([1.0, 2.0], [1.0]), "a and b must be non-empty with the same shape"),
+        (
+            lambda: markov.matched_distance([1.0, 2.0], [1.0]),
+            "a and b must be non-empty with the same shape",
+        ),
         (lambda: markov.ks_distance([]), "samples must not be empty"),
     ],
 )
@@ -222,7 +277,10 @@ def test_bad_inputs(call, match):
 
 def test_the_fused_gram_product_is_the_two_products():
     g = torch.Generator().manual_seed(3)
-    M, V = torch.rand(200, 150, generator=g, dtype=torch.float64), torch.randn(150, 3, generator=g, dtype=torch.float64)
+    M, V = (
+        torch.rand(200, 150, generator=g, dtype=torch.float64),
+        torch.randn(150, 3, generator=g, dtype=torch.float64),
+    )
     W, Z = markov._gram_product(M, V, rows=32)  # the CPU path: row blocks, M read once
     Wb, Zb = markov._gram_product(M[None], V)  # the batched (and GPU) path
     torch.testing.assert_close(W, M @ V, rtol=1e-13, atol=0)

@@ -48,13 +48,23 @@ def test_sliding_windows(n, w):
     assert masks.radius(causal_sliding) == math.ceil((n - 1) / w)
     assert masks.diameter(causal_sliding) == math.inf
     assert masks.centers(causal_sliding) == [0]
-    assert masks.is_quasi_strongly_connected(causal_sliding) and not masks.is_strongly_connected(causal_sliding)
+    assert masks.is_quasi_strongly_connected(causal_sliding) and not masks.is_strongly_connected(
+        causal_sliding
+    )
 
 
 def test_paper_table_radii():
     """PAPERS.md section 1: r at N = 128 for the four masks of Wu et al."""
-    radii = {name: masks.radius(masks.make(name, 128)) for name in ["complete", "causal", "sliding_window", "causal_sliding_window"]}
-    assert radii == {"complete": 1, "causal": 1, "sliding_window": 64, "causal_sliding_window": 127}
+    radii = {
+        name: masks.radius(masks.make(name, 128))
+        for name in ["complete", "causal", "sliding_window", "causal_sliding_window"]
+    }
+    assert radii == {
+        "complete": 1,
+        "causal": 1,
+        "sliding_window": 64,
+        "causal_sliding_window": 127,
+    }
 
 
 def test_window_zero_is_identity():
@@ -63,7 +73,10 @@ def test_window_zero_is_identity():
 
 
 def test_dilated_window():
-    assert torch.equal(masks.make("dilated_sliding_window", 20, window=3, dilation=1), masks.make("sliding_window", 20, window=3))
+    assert torch.equal(
+        masks.make("dilated_sliding_window", 20, window=3, dilation=1),
+        masks.make("sliding_window", 20, window=3),
+    )
     dilated = masks.make("dilated_sliding_window", 20, window=2, dilation=3)
     assert dilated[10, 4] and dilated[10, 16] and not dilated[10, 9] and not dilated[10, 3]
     # Offsets that are multiples of 3 split the tokens into 3 residue classes: no center.
@@ -90,7 +103,11 @@ def test_from_adjacency_path_graph():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 9).flatmap(lambda n: st.lists(st.booleans(), min_size=n * n, max_size=n * n).map(lambda v: (n, v))))
+@given(
+    st.integers(1, 9).flatmap(
+        lambda n: st.lists(st.booleans(), min_size=n * n, max_size=n * n).map(lambda v: (n, v))
+    )
+)
 def test_graph_quantities_match_reference(case):
     n, values = case
     mask = masks.from_adjacency(torch.tensor(values).reshape(n, n))
@@ -113,15 +130,36 @@ def test_graph_quantities_match_reference(case):
         (lambda: masks.make("complete", True), "n must be an int >= 1"),
         (lambda: masks.make("sliding_window", 8, window=-1), "window must be an int >= 0"),
         (lambda: masks.make("sliding_window", 8, window=1.5), "window must be an int >= 0"),
-        (lambda: masks.make("dilated_sliding_window", 8, dilation=0), "dilation must be an int >= 1"),
-        (lambda: masks.make("global_window", 8, n_global=9), r"n_global must be an int in \[0, n=8\]"),
+        (
+            lambda: masks.make("dilated_sliding_window", 8, dilation=0),
+            "dilation must be an int >= 1",
+        ),
+        (
+            lambda: masks.make("global_window", 8, n_global=9),
+            r"n_global must be an int in \[0, n=8\]",
+        ),
         (lambda: masks.make("bidirectional", 8), "mask must be one of complete, causal"),
-        (lambda: masks.make("causal", 8, window=2), "mask 'causal' takes no options; unknown option 'window'"),
-        (lambda: masks.make("sliding_window", 8, widow=2), "mask 'sliding_window' takes window; unknown option 'widow'"),
-        (lambda: masks.from_adjacency(torch.ones(2, 3)), "adjacency must be a non-empty square 2-D matrix"),
-        (lambda: masks.from_adjacency(torch.zeros(3, 3), self_loops=False), "mask row 0 allows no token"),
+        (
+            lambda: masks.make("causal", 8, window=2),
+            "mask 'causal' takes no options; unknown option 'window'",
+        ),
+        (
+            lambda: masks.make("sliding_window", 8, widow=2),
+            "mask 'sliding_window' takes window; unknown option 'widow'",
+        ),
+        (
+            lambda: masks.from_adjacency(torch.ones(2, 3)),
+            "adjacency must be a non-empty square 2-D matrix",
+        ),
+        (
+            lambda: masks.from_adjacency(torch.zeros(3, 3), self_loops=False),
+            "mask row 0 allows no token",
+        ),
         (lambda: masks.radius(torch.ones(2, 2)), "mask must be a torch.bool tensor"),
-        (lambda: masks.radius(torch.ones(2, 3, 3, dtype=torch.bool)), "graph functions take one mask"),
+        (
+            lambda: masks.radius(torch.ones(2, 3, 3, dtype=torch.bool)),
+            "graph functions take one mask",
+        ),
     ],
 )
 def test_bad_inputs(call, match):

@@ -84,7 +84,10 @@ def test_mu_in_float64_does_not_cancel_a_float32_input():
     [
         (lambda: metrics.mu(torch.zeros(3)), "X must have at least 2 dims"),
         (lambda: metrics.mean_abs_cos(torch.ones(1, 3)), "at least 2 tokens"),
-        (lambda: metrics.evaluate(torch.ones(2, 2), ["mu", "rank"]), "metric must be one of mu, relative_mu"),
+        (
+            lambda: metrics.evaluate(torch.ones(2, 2), ["mu", "rank"]),
+            "metric must be one of mu, relative_mu",
+        ),
     ],
 )
 def test_bad_inputs(call, match):

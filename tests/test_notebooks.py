@@ -24,20 +24,26 @@ def test_fast_profile_verdicts_match_expectations(fast_book, name):
     assert executed.is_file(), result.stdout[-3000:] + result.stderr[-3000:]
     meta = json.loads(executed.read_text())["metadata"]["collapse"]
     assert meta["profile"] == "fast"
-    assert meta["seconds"] < 30, f"{name} took {meta['seconds']} s in the fast profile (budget 30 s)"
+    assert meta["seconds"] < 30, (
+        f"{name} took {meta['seconds']} s in the fast profile (budget 30 s)"
+    )
     records = json.loads(executed.with_suffix(".verdicts.json").read_text())
     assert records, f"{name} recorded no verdict"
     for record in records:
         expected = EXPECTATIONS.get(name, {}).get(record["key"], {}).get("fast")
         got = "reproduced" if record["passed"] else "not-reproduced"
-        assert got == expected, f"{name} {record['key']}: {got} (measured {record['measured']}), expectations.yml says {expected}"
+        assert got == expected, (
+            f"{name} {record['key']}: {got} (measured {record['measured']}), expectations.yml says {expected}"
+        )
 
 
 def test_the_fast_book_ran_without_network(fast_book):
     """Every notebook, the pretrained ones included, executes and builds with no network at all."""
     root, result = fast_book
     if result.args[0] != "unshare":
-        pytest.skip("SKIPPED LOUDLY: `unshare -n` is not permitted here, so the offline run is unproven on this machine")
+        pytest.skip(
+            "SKIPPED LOUDLY: `unshare -n` is not permitted here, so the offline run is unproven on this machine"
+        )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert all((root / "book" / "executed" / f"{name}.ipynb").is_file() for name in NOTEBOOKS)
 
@@ -46,9 +52,13 @@ def test_every_expectation_names_a_notebook_and_explains_failures():
     for name, verdicts in EXPECTATIONS.items():
         assert name in NOTEBOOKS, f"expectations.yml names unknown notebook {name}"
         for key, outcomes in verdicts.items():
-            assert set(outcomes) <= set(runner.PROFILES) | {"why"}, f"{name} {key}: unknown entries {set(outcomes)}"
+            assert set(outcomes) <= set(runner.PROFILES) | {"why"}, (
+                f"{name} {key}: unknown entries {set(outcomes)}"
+            )
             if "not-reproduced" in outcomes.values():
-                assert outcomes.get("why"), f"{name} {key} is not reproduced somewhere but gives no why"
+                assert outcomes.get("why"), (
+                    f"{name} {key} is not reproduced somewhere but gives no why"
+                )
 
 
 def test_book_parameters_are_the_parameters_cell():
@@ -65,7 +75,12 @@ def test_a_claim_broken_on_purpose_fails_its_verdict(tmp_path):
 
     root = copy_sources(tmp_path)
     command = [sys.executable, "-m", "collapse", "--root", str(root)]
-    run = subprocess.run([*command, "run", "02", "--profile", "fast", "--set", "n_layers=5"], capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [*command, "run", "02", "--profile", "fast", "--set", "n_layers=5"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     records = {r["key"]: r for r in runner.collect_records(runner.Project(root))}
     assert records["w2-collapse-nonnegative"]["passed"] is False

@@ -10,7 +10,9 @@ from safetensors.torch import load_file, save_file
 from collapse import corpus, masks, pretrained, san
 from collapse.checks import ParameterError
 
-transformers = pytest.importorskip("transformers")  # a test-only dependency: the reference implementation
+transformers = pytest.importorskip(
+    "transformers"
+)  # a test-only dependency: the reference implementation
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +25,10 @@ def reference(minilm):
     """transformers' BertModel on the same weights, float64, eval mode (no dropout)."""
     config = transformers.BertConfig.from_json_file(str(minilm.path / "config.json"))
     model = transformers.BertModel(config, add_pooling_layer=False).double().eval()
-    state = {k: v.double() if v.is_floating_point() else v for k, v in load_file(str(minilm.path / "model.safetensors")).items()}
+    state = {
+        k: v.double() if v.is_floating_point() else v
+        for k, v in load_file(str(minilm.path / "model.safetensors")).items()
+    }
     assert not model.load_state_dict(state, strict=False).missing_keys
     return model
 
@@ -36,7 +41,14 @@ def ids(minilm):
 def test_default_model_is_the_packaged_minilm(minilm):
     assert minilm.family == "bert" and "all-MiniLM-L6-v2" in minilm.name
     c = minilm.config
-    assert (c.d, c.n_layers, c.n_heads, c.d_ff, c.ln_eps, c.variant) == (384, 6, 12, 1536, 1e-12, "full")
+    assert (c.d, c.n_layers, c.n_heads, c.d_ff, c.ln_eps, c.variant) == (
+        384,
+        6,
+        12,
+        1536,
+        1e-12,
+        "full",
+    )
     assert len(minilm.layers) == 6 and minilm.max_positions == 512
 
 
@@ -48,7 +60,9 @@ def test_attention_block_equals_transformers(minilm, reference, ids):
             expected = layer.attention.output.dense(layer.attention.self(X)[0])
             ours, _ = san.self_attention(X, minilm.layers[i], minilm.config)
             torch.testing.assert_close(ours, expected, rtol=0, atol=1e-5)
-            assert (ours - expected).abs().max() < 1e-12  # float64 on both sides: far tighter than the 1e-5 asked for
+            assert (
+                ours - expected
+            ).abs().max() < 1e-12  # float64 on both sides: far tighter than the 1e-5 asked for
 
 
 def test_full_model_equals_transformers(minilm, reference, ids):
@@ -56,19 +70,27 @@ def test_full_model_equals_transformers(minilm, reference, ids):
         expected = reference(input_ids=ids, output_hidden_states=True).hidden_states
     run = minilm.simulate(minilm.embed(ids), "full", metrics=("mu",))
     torch.testing.assert_close(run.final, expected[-1], rtol=0, atol=1e-10)
-    layer_mu = torch.stack([torch.linalg.vector_norm(h - h.mean(-2, keepdim=True), dim=(-2, -1)) for h in expected])
+    layer_mu = torch.stack(
+        [torch.linalg.vector_norm(h - h.mean(-2, keepdim=True), dim=(-2, -1)) for h in expected]
+    )
     torch.testing.assert_close(run["mu"], layer_mu, rtol=1e-10, atol=0)
 
 
 def test_variants_use_each_layers_own_weights(minilm, ids):
     X = minilm.embed(ids)
     w = minilm.layers[0]
-    attention_only = san.simulate(X, san.SANConfig.bert(variant="attention", n_layers=1, d=384, d_ff=1536), weights=[w]).final
-    torch.testing.assert_close(minilm.simulate(X, "attention").final, minilm.simulate(X, "attention").final)
+    attention_only = san.simulate(
+        X, san.SANConfig.bert(variant="attention", n_layers=1, d=384, d_ff=1536), weights=[w]
+    ).final
+    torch.testing.assert_close(
+        minilm.simulate(X, "attention").final, minilm.simulate(X, "attention").final
+    )
     sa, _ = san.self_attention(X, w, minilm.config)
     torch.testing.assert_close(attention_only, sa)
     skip_ln = san.simulate(X, minilm.variant("skip_ln"), weights=[w]).final
-    torch.testing.assert_close(skip_ln, torch.nn.functional.layer_norm(X + sa, (384,), w.ln1_weight, w.ln1_bias, 1e-12))
+    torch.testing.assert_close(
+        skip_ln, torch.nn.functional.layer_norm(X + sa, (384,), w.ln1_weight, w.ln1_bias, 1e-12)
+    )
 
 
 def test_masks_and_temperature_reach_every_layer(minilm, ids):
@@ -76,10 +98,14 @@ def test_masks_and_temperature_reach_every_layer(minilm, ids):
     mask = masks.make("causal", X.shape[-2])
     full, causal = minilm.simulate(X, "full"), minilm.simulate(X, "full", mask=mask)
     assert not torch.allclose(full.final, causal.final)
-    torch.testing.assert_close(causal.final[:, 0], minilm.simulate(X[:, :1], "full").final[:, 0])  # token 0 sees only itself
+    torch.testing.assert_close(
+        causal.final[:, 0], minilm.simulate(X[:, :1], "full").final[:, 0]
+    )  # token 0 sees only itself
     hot = minilm.simulate(X, "attention", d_qk=64.0, metrics=("mu",))
     cold = minilm.simulate(X, "attention", d_qk=1 / 64, metrics=("mu",))
-    assert torch.all(hot["mu"][1] < cold["mu"][1])  # larger d_QK, more uniform attention, more collapse
+    assert torch.all(
+        hot["mu"][1] < cold["mu"][1]
+    )  # larger d_QK, more uniform attention, more collapse
 
 
 def tiny_gpt2(path):
@@ -87,11 +113,15 @@ def tiny_gpt2(path):
     from tokenizers.implementations import ByteLevelBPETokenizer
 
     torch.manual_seed(0)
-    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, n_positions=64, vocab_size=300)
+    config = transformers.GPT2Config(
+        n_layer=2, n_embd=32, n_head=4, n_positions=64, vocab_size=300
+    )
     model = transformers.GPT2Model(config).eval()
     model.save_pretrained(str(path), safe_serialization=True)
     tokenizer = ByteLevelBPETokenizer()
-    tokenizer.train_from_iterator([corpus.load_text().text[:20000]], vocab_size=300, show_progress=False)
+    tokenizer.train_from_iterator(
+        [corpus.load_text().text[:20000]], vocab_size=300, show_progress=False
+    )
     tokenizer.save_model(str(path))
     return model
 
@@ -99,7 +129,9 @@ def tiny_gpt2(path):
 def test_gpt2_checkpoint_equals_transformers(tmp_path):
     reference = tiny_gpt2(tmp_path)
     model = pretrained.load(tmp_path)
-    assert model.family == "gpt2" and model.config.pre_ln and model.config.activation == "gelu_tanh"
+    assert (
+        model.family == "gpt2" and model.config.pre_ln and model.config.activation == "gelu_tanh"
+    )
     ids = corpus.token_windows(model, corpus.load_text(), 2, 48, seed=0)
     assert ids.shape == (2, 48)
     with torch.no_grad():
@@ -142,7 +174,9 @@ def test_bad_checkpoints_give_one_clear_line(minilm, tmp_path):
         pretrained.load(write_minilm_copy(minilm.path, tmp_path / "no-weights"))
     full = (minilm.path / "model.safetensors").read_bytes()
     with pytest.raises(ParameterError, match="model.safetensors is corrupt or truncated"):
-        pretrained.load(write_minilm_copy(minilm.path, tmp_path / "truncated", weights=full[: len(full) // 2]))
+        pretrained.load(
+            write_minilm_copy(minilm.path, tmp_path / "truncated", weights=full[: len(full) // 2])
+        )
     with pytest.raises(ParameterError, match="model.safetensors is corrupt or truncated"):
         pretrained.load(write_minilm_copy(minilm.path, tmp_path / "garbage", weights=b"\x00" * 64))
     t5 = json.loads((minilm.path / "config.json").read_text()) | {"model_type": "t5"}
@@ -150,21 +184,36 @@ def test_bad_checkpoints_give_one_clear_line(minilm, tmp_path):
         pretrained.load(write_minilm_copy(minilm.path, tmp_path / "t5", config=t5, weights=full))
     partial = tmp_path / "partial.safetensors"
     save_file({"embeddings.word_embeddings.weight": torch.zeros(4, 384)}, str(partial))
-    with pytest.raises(ParameterError, match="lacks tensor 'embeddings.position_embeddings.weight'"):
-        pretrained.load(write_minilm_copy(minilm.path, tmp_path / "partial", weights=partial.read_bytes()))
-    with pytest.raises(ParameterError, match="model package 'no_such_model_package' is not installed"):
+    with pytest.raises(
+        ParameterError, match="lacks tensor 'embeddings.position_embeddings.weight'"
+    ):
+        pretrained.load(
+            write_minilm_copy(minilm.path, tmp_path / "partial", weights=partial.read_bytes())
+        )
+    with pytest.raises(
+        ParameterError, match="model package 'no_such_model_package' is not installed"
+    ):
         pretrained.load("no_such_model_package")
 
 
 def test_bad_text_inputs_give_one_clear_line(minilm, tmp_path):
     tiny = tmp_path / "tiny.txt"
     tiny.write_text("Only a few words of English here.")
-    with pytest.raises(ParameterError, match=r"corpus too small: .* has \d+ tokens, 0 distinct windows of 126; asked for 2"):
+    with pytest.raises(
+        ParameterError,
+        match=r"corpus too small: .* has \d+ tokens, 0 distinct windows of 126; asked for 2",
+    ):
         corpus.token_windows(minilm, corpus.load_text(tiny), 2, 128)
-    with pytest.raises(ParameterError, match="corpus must be 'default', 'wikipedia' or an existing text file"):
+    with pytest.raises(
+        ParameterError, match="corpus must be 'default', 'wikipedia' or an existing text file"
+    ):
         corpus.load_text(tmp_path / "missing.txt")
     with pytest.raises(ParameterError, match="n_tokens must be at most 512"):
         corpus.token_windows(minilm, corpus.load_text(), 2, 600)
     with pytest.raises(ParameterError, match="variant must be one of"):
         minilm.variant("pre_ln")
-    assert math.isfinite(minilm.simulate(minilm.embed(corpus.token_windows(minilm, corpus.load_text(tiny), 1, 9)), "full")["mu"][-1].item())
+    assert math.isfinite(
+        minilm.simulate(
+            minilm.embed(corpus.token_windows(minilm, corpus.load_text(tiny), 1, 9)), "full"
+        )["mu"][-1].item()
+    )

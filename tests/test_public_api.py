@@ -26,6 +26,8 @@ print("public API ok", collapse.__version__)
 
 
 def test_public_api_from_plain_python():
-    result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert "public API ok" in result.stdout

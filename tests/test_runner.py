@@ -74,8 +74,12 @@ def project(tmp_path):
     notebooks.mkdir()
     (notebooks / "01-toy.md").write_text(TOY)
     (notebooks / "02-raises.md").write_text(RAISES)
-    (notebooks / "profiles.yml").write_text("fast:\n  01-toy: {n_layers: 2}\nbook: {}\npaper:\n  01-toy: {n_layers: 100}\n")
-    (notebooks / "expectations.yml").write_text("01-toy:\n  sum-exceeds: {fast: not-reproduced, book: reproduced}\n")
+    (notebooks / "profiles.yml").write_text(
+        "fast:\n  01-toy: {n_layers: 2}\nbook: {}\npaper:\n  01-toy: {n_layers: 100}\n"
+    )
+    (notebooks / "expectations.yml").write_text(
+        "01-toy:\n  sum-exceeds: {fast: not-reproduced, book: reproduced}\n"
+    )
     return runner.Project(tmp_path)
 
 
@@ -86,10 +90,21 @@ def cli(project, *args):
 
 def test_resolve_applies_profile_then_set(project):
     toy = project.select(["01"])[0]
-    assert project.resolve(toy, "book", {}) == {"n_layers": 4, "scale": 1.5, "masks": ["causal"], "label": "toy"}
+    assert project.resolve(toy, "book", {}) == {
+        "n_layers": 4,
+        "scale": 1.5,
+        "masks": ["causal"],
+        "label": "toy",
+    }
     assert project.resolve(toy, "fast", {})["n_layers"] == 2
-    resolved = project.resolve(toy, "fast", {"n_layers": 7, "scale": 2, "masks": ["complete", "causal"]})
-    assert resolved["n_layers"] == 7 and resolved["scale"] == 2.0 and isinstance(resolved["scale"], float)
+    resolved = project.resolve(
+        toy, "fast", {"n_layers": 7, "scale": 2, "masks": ["complete", "causal"]}
+    )
+    assert (
+        resolved["n_layers"] == 7
+        and resolved["scale"] == 2.0
+        and isinstance(resolved["scale"], float)
+    )
 
 
 @pytest.mark.parametrize(
@@ -99,7 +114,10 @@ def test_resolve_applies_profile_then_set(project):
         ({"n_layers": 2.5}, "parameter n_layers must be an int, got 2.5"),
         ({"n_layers": True}, "parameter n_layers must be an int, got True"),
         ({"scale": 0}, "parameter scale must be > 0.0, got 0"),
-        ({"masks": ["causal", "bidirectional"]}, "parameter masks must be one of causal, complete; got 'bidirectional'"),
+        (
+            {"masks": ["causal", "bidirectional"]},
+            "parameter masks must be one of causal, complete; got 'bidirectional'",
+        ),
         ({"masks": []}, "parameter masks must have at least 1 items"),
         ({"masks": "causal"}, "parameter masks must be a list"),
         ({"label": 3}, "parameter label must be a string, got 3"),
@@ -111,16 +129,20 @@ def test_bad_parameters(project, overrides, match):
 
 
 def test_unknown_names(project):
-    with pytest.raises(ParameterError, match="notebook must be one of 01-toy, 02-raises; got 'nope'"):
+    with pytest.raises(
+        ParameterError, match="notebook must be one of 01-toy, 02-raises; got 'nope'"
+    ):
         project.select(["nope"])
     with pytest.raises(ParameterError, match="--set depth: not a parameter of 01-toy"):
         runner.plan(project, ["toy"], "book", {"depth": 3})
-    with pytest.raises(ParameterError, match="profile must be one of fast, book, paper; got 'huge'"):
+    with pytest.raises(
+        ParameterError, match="profile must be one of fast, book, paper; got 'huge'"
+    ):
         runner.plan(project, ["toy"], "huge", {})
 
 
 def test_run_caches_until_something_changes(project):
-    (toy, params), = runner.plan(project, ["toy"], "book", {})
+    ((toy, params),) = runner.plan(project, ["toy"], "book", {})
     first = runner.execute(project, toy, params, "book")
     assert first.status == "executed" and first.output.is_file()
     assert first.records[0] | {"measured": "x"} == {
@@ -128,7 +150,7 @@ def test_run_caches_until_something_changes(project):
         "expected": "> 5", "passed": True, "notebook": "01-toy", "profile": "book",
     }  # fmt: skip
     assert runner.execute(project, toy, params, "book").status == "cached"
-    (_, fast_params), = runner.plan(project, ["toy"], "fast", {})
+    ((_, fast_params),) = runner.plan(project, ["toy"], "fast", {})
     second = runner.execute(project, toy, fast_params, "fast")
     assert second.status == "executed" and second.records[0]["passed"] is False
     executed = json.loads(second.output.read_text())
@@ -137,7 +159,7 @@ def test_run_caches_until_something_changes(project):
 
 
 def test_a_raising_notebook_names_cell_and_error(project):
-    (nb, params), = runner.plan(project, ["02"], "book", {})
+    ((nb, params),) = runner.plan(project, ["02"], "book", {})
     expected = r"notebook 02-raises failed in cell In\[\d\] `raise ValueError\(.*`: ValueError: broken on purpose with n=1"
     with pytest.raises(runner.NotebookError, match=expected):
         runner.execute(project, nb, params, "book")
@@ -152,7 +174,15 @@ def test_cli_run_verdicts_and_expectations(project):
     verdicts = cli(project, "verdicts", "--json")
     assert verdicts.returncode == 0, verdicts.stderr
     (record,) = json.loads(verdicts.stdout)
-    assert set(record) >= {"notebook", "claim", "paper_ref", "measured", "expected", "passed", "profile"}
+    assert set(record) >= {
+        "notebook",
+        "claim",
+        "paper_ref",
+        "measured",
+        "expected",
+        "passed",
+        "profile",
+    }
     assert record["profile"] == "fast" and record["passed"] is False
     # The book profile reproduces; expectations say so, so the table is clean ...
     assert cli(project, "run", "toy").returncode == 0
@@ -161,24 +191,39 @@ def test_cli_run_verdicts_and_expectations(project):
     assert cli(project, "run", "toy", "--set", "scale=0.5").returncode == 0
     changed = cli(project, "verdicts")
     assert changed.returncode == 1
-    assert "differs from expectations.yml: 01-toy sum-exceeds [book]: not-reproduced, expected reproduced" in changed.stderr
+    assert (
+        "differs from expectations.yml: 01-toy sum-exceeds [book]: not-reproduced, expected reproduced"
+        in changed.stderr
+    )
 
 
 def test_cli_raising_notebook_exits_1_with_the_error(project):
     result = cli(project, "run", "02-raises")
     assert result.returncode == 1
-    assert "ValueError: broken on purpose with n=1" in result.stderr and "failed in cell In[" in result.stderr
+    assert (
+        "ValueError: broken on purpose with n=1" in result.stderr
+        and "failed in cell In[" in result.stderr
+    )
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
         (["run", "nope"], "notebook must be one of 01-toy, 02-raises; got 'nope'"),
-        (["run", "toy", "--set", "depth=3"], "--set depth: not a parameter of 01-toy (allowed: label, masks, n_layers, scale)"),
+        (
+            ["run", "toy", "--set", "depth=3"],
+            "--set depth: not a parameter of 01-toy (allowed: label, masks, n_layers, scale)",
+        ),
         (["run", "toy", "--set", "n_layers=-3"], "parameter n_layers must be >= 1, got -3"),
-        (["run", "toy", "--set", "n_layers=many"], "parameter n_layers must be an int, got 'many'"),
+        (
+            ["run", "toy", "--set", "n_layers=many"],
+            "parameter n_layers must be an int, got 'many'",
+        ),
         (["run", "toy", "--set", "n_layers"], "--set takes key=value, got 'n_layers'"),
-        (["run", "toy", "--profile", "huge"], "profile must be one of fast, book, paper; got 'huge'"),
+        (
+            ["run", "toy", "--profile", "huge"],
+            "profile must be one of fast, book, paper; got 'huge'",
+        ),
     ],
 )
 def test_cli_bad_input_exits_2_with_one_line_and_writes_nothing(project, args, message):
@@ -193,9 +238,18 @@ def test_cli_bad_input_exits_2_with_one_line_and_writes_nothing(project, args, m
     [
         ("fast: [1, 2\n", "notebooks/profiles.yml is not valid YAML (line 2)"),
         ("- fast\n", "notebooks/profiles.yml must be a mapping, got list"),
-        ("quick: {}\n", "notebooks/profiles.yml: profile must be one of fast, book, paper; got 'quick'"),
-        ("fast: [01-toy]\n", "notebooks/profiles.yml: profile 'fast' must map notebook names to {parameter: value}"),
-        ("fast:\n  01-toy: {depth: 2}\n", "notebooks/profiles.yml [fast]: 'depth' is not a parameter of 01-toy"),
+        (
+            "quick: {}\n",
+            "notebooks/profiles.yml: profile must be one of fast, book, paper; got 'quick'",
+        ),
+        (
+            "fast: [01-toy]\n",
+            "notebooks/profiles.yml: profile 'fast' must map notebook names to {parameter: value}",
+        ),
+        (
+            "fast:\n  01-toy: {depth: 2}\n",
+            "notebooks/profiles.yml [fast]: 'depth' is not a parameter of 01-toy",
+        ),
         ("fast:\n  01-toy: {n_layers: zero}\n", "parameter n_layers must be an int, got 'zero'"),
     ],
 )
@@ -215,7 +269,11 @@ def test_cli_list_shows_claims_and_parameters(project):
 
 
 def test_parse_assignments_rejects_code():
-    assert runner.parse_assignments("a = 1\nb = [1, 'x']\nc = -2.5") == {"a": 1, "b": [1, "x"], "c": -2.5}
+    assert runner.parse_assignments("a = 1\nb = [1, 'x']\nc = -2.5") == {
+        "a": 1,
+        "b": [1, "x"],
+        "c": -2.5,
+    }
     with pytest.raises(ParameterError, match="only `name = literal` lines"):
         runner.parse_assignments("import os")
     with pytest.raises(ParameterError, match="parameter 'a' must be a literal value"):
@@ -227,13 +285,15 @@ def test_a_cell_timeout_is_reported_not_fatal(project):
         HEADER.format(claim="Sleeps", ranges="    n: {min: 0}")
         + "\n```{code-cell} ipython3\n:tags: [parameters]\nn = 1\n```\n\n```{code-cell} ipython3\nimport time\ntime.sleep(60)\n```\n"
     )
-    (nb, params), = runner.plan(project, ["03"], "book", {})
+    ((nb, params),) = runner.plan(project, ["03"], "book", {})
     with pytest.raises(runner.NotebookError, match="notebook 03-sleeps failed"):
         runner.execute(project, nb, params, "book", timeout=2)
     assert not (project.executed_dir / "03-sleeps.ipynb").exists()
 
 
-CHUNKS_ENV = HEADER.format(claim="The kernel sees the chunk folder", ranges="    n: {min: 0}") + textwrap.dedent(
+CHUNKS_ENV = HEADER.format(
+    claim="The kernel sees the chunk folder", ranges="    n: {min: 0}"
+) + textwrap.dedent(
     """
     # Chunk folder
 
@@ -270,7 +330,11 @@ def test_the_paper_profile_gives_sweeps_a_chunk_folder_and_streams_stderr(tmp_pa
 
 def test_cli_executor_options(project):
     pytest.importorskip("distributed")
-    run = lambda *a: subprocess.run([sys.executable, "-m", "collapse", "--root", str(project.root), "run", "01", *a], capture_output=True, text=True)  # noqa: E731
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "collapse", "--root", str(project.root), "run", "01", *a],
+        capture_output=True,
+        text=True,
+    )  # noqa: E731
     bad = run("--scheduler", "tcp://127.0.0.1:1")
     assert bad.returncode == 2 and "need --executor dask" in bad.stderr
     assert run("--executor", "spark").returncode == 2

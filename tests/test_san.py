@@ -57,14 +57,20 @@ def test_scale_only_layernorm_keeps_tokens_on_the_sphere(gen):
     config = san.SANConfig(d=8, n_layers=5, variant="ln", init="orthogonal_v")
     X0 = torch.randn(4, 8, generator=gen, dtype=torch.float64)
     final = san.simulate(X0, config, mask=masks.make("causal", 4)).final
-    torch.testing.assert_close(torch.linalg.vector_norm(final, dim=-1), torch.ones(4, dtype=torch.float64))
+    torch.testing.assert_close(
+        torch.linalg.vector_norm(final, dim=-1), torch.ones(4, dtype=torch.float64)
+    )
 
 
 def test_init_schemes():
     d = 64
-    draw = lambda init, **kw: san.init_layer(san.SANConfig(d=d, n_layers=1, init=init, bias=True, out_proj=True, **kw), 0)  # noqa: E731
+    draw = lambda init, **kw: san.init_layer(
+        san.SANConfig(d=d, n_layers=1, init=init, bias=True, out_proj=True, **kw), 0
+    )  # noqa: E731
     default = draw("torch_default")
-    assert default.W_Q.abs().max() <= 1 / math.sqrt(d) and default.b_V.abs().max() <= 1 / math.sqrt(d)
+    assert default.W_Q.abs().max() <= 1 / math.sqrt(
+        d
+    ) and default.b_V.abs().max() <= 1 / math.sqrt(d)
     assert default.W_K.std().item() == pytest.approx(1 / math.sqrt(3 * d), rel=0.05)
     bert = draw("bert_normal")
     assert bert.W_V.std().item() == pytest.approx(0.02, rel=0.05) and torch.all(bert.b_Q == 0)
@@ -78,13 +84,17 @@ def test_init_schemes():
 
 def test_attention_weights_do_not_depend_on_variant_bias_or_dtype():
     plain = san.init_layer(san.SANConfig(d=16, n_layers=3), 2, seed=5)
-    full = san.init_layer(san.SANConfig(d=16, n_layers=3, variant="full", bias=True, out_proj=True), 2, seed=5)
+    full = san.init_layer(
+        san.SANConfig(d=16, n_layers=3, variant="full", bias=True, out_proj=True), 2, seed=5
+    )
     single = san.init_layer(san.SANConfig(d=16, n_layers=3), 2, seed=5, dtype=torch.float32)
     assert torch.equal(plain.W_Q, full.W_Q) and torch.equal(plain.W_V, full.W_V)
     assert torch.equal(single.W_K, plain.W_K.float())
     other_layer = san.init_layer(san.SANConfig(d=16, n_layers=3), 1, seed=5)
     other_seed = san.init_layer(san.SANConfig(d=16, n_layers=3), 2, seed=6)
-    assert not torch.equal(plain.W_Q, other_layer.W_Q) and not torch.equal(plain.W_Q, other_seed.W_Q)
+    assert not torch.equal(plain.W_Q, other_layer.W_Q) and not torch.equal(
+        plain.W_Q, other_seed.W_Q
+    )
 
 
 def toy_run(X0, **kw):
@@ -106,22 +116,30 @@ def test_batched_equals_one_by_one(gen):
     for i in range(4):
         single = toy_run(X0[i], mask=mask)
         torch.testing.assert_close(batched["mu"][:, i], single["mu"], rtol=1e-12, atol=1e-300)
-        torch.testing.assert_close(batched["stable_rank"][:, i], single["stable_rank"], rtol=1e-10, atol=0)
+        torch.testing.assert_close(
+            batched["stable_rank"][:, i], single["stable_rank"], rtol=1e-10, atol=0
+        )
 
 
 def test_seed_masks_and_temperatures_batch_like_separate_runs(gen):
     X0 = torch.randn(2, 3, 8, 8, generator=gen, dtype=torch.float64)
     seeds = [4, 9]
-    stacked_masks = torch.stack([masks.make("causal", 8), masks.make("sliding_window", 8)])[:, None]
+    stacked_masks = torch.stack([masks.make("causal", 8), masks.make("sliding_window", 8)])[
+        :, None
+    ]
     d_qk = torch.tensor([[0.5], [4.0]])
     batched = toy_run(X0, seed=seeds, mask=stacked_masks, d_qk=d_qk)
-    for i, (seed, name, temperature) in enumerate(zip(seeds, ["causal", "sliding_window"], [0.5, 4.0], strict=True)):
+    for i, (seed, name, temperature) in enumerate(
+        zip(seeds, ["causal", "sliding_window"], [0.5, 4.0], strict=True)
+    ):
         single = toy_run(X0[i], seed=seed, mask=masks.make(name, 8), d_qk=temperature)
         torch.testing.assert_close(batched["mu"][:, i], single["mu"], rtol=1e-12, atol=1e-300)
 
 
 def test_explicit_weights_reproduce_the_seeded_run(gen):
-    config = san.SANConfig(d=8, n_layers=6, variant="skip_ln", layernorm="centered", bias=True, out_proj=True)
+    config = san.SANConfig(
+        d=8, n_layers=6, variant="skip_ln", layernorm="centered", bias=True, out_proj=True
+    )
     X0 = torch.randn(5, 8, generator=gen, dtype=torch.float64)
     seeded = san.simulate(X0, config, seed=2)
     explicit = san.simulate(X0, config, weights=list(san.init_layers(config, 2)))
@@ -137,7 +155,9 @@ def test_float64_mu_keeps_decaying_where_float32_floors(gen):
     log_fall32 = torch.log10(decay32[-1] / decay32[0])
     assert log_fall64 < -13  # keeps collapsing to the float64 floor
     assert -9 < log_fall32 < -5  # float32 stalls near 1e-7: a false floor
-    torch.testing.assert_close(decay32[:10], decay64[:10], rtol=1e-4, atol=0)  # same dynamics before the floor
+    torch.testing.assert_close(
+        decay32[:10], decay64[:10], rtol=1e-4, atol=0
+    )  # same dynamics before the floor
 
 
 def test_record_epsilon_is_the_smallest_edge_weight(gen):
@@ -186,17 +206,53 @@ def test_cuda_matches_cpu(gen):
     [
         (lambda: san.SANConfig(d=8, n_layers=-1), "n_layers must be an int >= 0"),
         (lambda: san.SANConfig(d=8, n_layers=2, n_heads=3), "n_heads must divide d=8"),
-        (lambda: san.SANConfig(d=8, n_layers=2, variant="pre_ln"), "variant must be one of attention, skip, ln, skip_ln, full"),
-        (lambda: san.SANConfig(d=8, n_layers=2, init="xavier"), "init must be one of torch_default, bert_normal"),
-        (lambda: san.SANConfig(d=8, n_layers=2, layernorm="rms"), "layernorm must be one of scale, centered"),
+        (
+            lambda: san.SANConfig(d=8, n_layers=2, variant="pre_ln"),
+            "variant must be one of attention, skip, ln, skip_ln, full",
+        ),
+        (
+            lambda: san.SANConfig(d=8, n_layers=2, init="xavier"),
+            "init must be one of torch_default, bert_normal",
+        ),
+        (
+            lambda: san.SANConfig(d=8, n_layers=2, layernorm="rms"),
+            "layernorm must be one of scale, centered",
+        ),
         (lambda: san.SANConfig(d="8", n_layers=2), "d must be an int >= 1"),
-        (lambda: san.simulate(torch.zeros(4, 7), san.SANConfig(d=8, n_layers=1)), r"X0 must be a tensor of shape \(\.\.\., n, d=8\)"),
-        (lambda: san.simulate(torch.zeros(4, 8, dtype=torch.long), san.SANConfig(d=8, n_layers=1)), "X0 must be a floating-point tensor"),
-        (lambda: san.simulate(torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), mask=masks.make("causal", 5)), "mask must be"),
-        (lambda: san.simulate(torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), seed=-1), "seed must be an int >= 0"),
-        (lambda: san.simulate(torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), seed=[1, 2]), "X0 needs a leading seed dim"),
-        (lambda: san.simulate(torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), d_qk=-2), "d_qk must be a number > 0"),
-        (lambda: san.simulate(torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), metrics=["rank"]), "metric must be one of"),
+        (
+            lambda: san.simulate(torch.zeros(4, 7), san.SANConfig(d=8, n_layers=1)),
+            r"X0 must be a tensor of shape \(\.\.\., n, d=8\)",
+        ),
+        (
+            lambda: san.simulate(
+                torch.zeros(4, 8, dtype=torch.long), san.SANConfig(d=8, n_layers=1)
+            ),
+            "X0 must be a floating-point tensor",
+        ),
+        (
+            lambda: san.simulate(
+                torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), mask=masks.make("causal", 5)
+            ),
+            "mask must be",
+        ),
+        (
+            lambda: san.simulate(torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), seed=-1),
+            "seed must be an int >= 0",
+        ),
+        (
+            lambda: san.simulate(torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), seed=[1, 2]),
+            "X0 needs a leading seed dim",
+        ),
+        (
+            lambda: san.simulate(torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), d_qk=-2),
+            "d_qk must be a number > 0",
+        ),
+        (
+            lambda: san.simulate(
+                torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), metrics=["rank"]
+            ),
+            "metric must be one of",
+        ),
         (lambda: san.init_layer(san.SANConfig(d=8, n_layers=1), -1), "layer must be an int >= 0"),
     ],
 )

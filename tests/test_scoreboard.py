@@ -18,14 +18,24 @@ def record(key="a-b", passed=True, notebook="01-x", profile="fast"):
 def test_records_are_read_from_output_metadata():
     notebook = type("NB", (), {})()
     notebook.cells = [
-        {"outputs": [{"metadata": {}}, {"metadata": {report.METADATA_KEY: {"key": "x", "passed": False}}}]},
+        {
+            "outputs": [
+                {"metadata": {}},
+                {"metadata": {report.METADATA_KEY: {"key": "x", "passed": False}}},
+            ]
+        },
         {"cell_type": "markdown"},
     ]
     assert scoreboard.records_from_notebook(notebook) == [{"key": "x", "passed": False}]
 
 
 def test_expectations_flag_changes_and_missing_entries():
-    expectations = {"01-x": {"a-b": {"fast": "reproduced"}, "c-d": {"fast": "not-reproduced", "why": "float32"}}}
+    expectations = {
+        "01-x": {
+            "a-b": {"fast": "reproduced"},
+            "c-d": {"fast": "not-reproduced", "why": "float32"},
+        }
+    }
     assert scoreboard.check_expectations([record(), record("c-d", False)], expectations) == []
     problems = scoreboard.check_expectations([record(passed=False), record("e-f")], expectations)
     assert problems == [
@@ -35,7 +45,11 @@ def test_expectations_flag_changes_and_missing_entries():
 
 
 def test_scoreboard_lists_failures_first_with_why():
-    expectations = {"02-y": {"c-d": {"fast": "not-reproduced", "why": "LN does not stop complete-mask collapse"}}}
+    expectations = {
+        "02-y": {
+            "c-d": {"fast": "not-reproduced", "why": "LN does not stop complete-mask collapse"}
+        }
+    }
     page = scoreboard.scoreboard_markdown([record(), record("c-d", False, "02-y")], expectations)
     rows = [line for line in page.splitlines() if line.startswith("| ") and "`" in line]
     assert len(rows) == 2 and "not reproduced" in rows[0] and "LN does not stop" in rows[0]

@@ -21,16 +21,37 @@ def squash(text: str) -> str:
 
 
 def pages(html_root):
-    return {p.relative_to(html_root): BeautifulSoup(p.read_text(), "html.parser") for p in sorted(html_root.rglob("*.html"))}
+    return {
+        p.relative_to(html_root): BeautifulSoup(p.read_text(), "html.parser")
+        for p in sorted(html_root.rglob("*.html"))
+    }
 
 
 @pytest.fixture(scope="module")
 def student(fast_book):
-    """`collapse book --profile fast --student` (offline where possible) on the fast book's project: (root, full pages, student pages, its output)."""
+    """`collapse book --profile fast --student` (offline where possible) on the fast book's
+    project: (root, full pages, student pages, its output).
+    """
     root, built = fast_book
-    assert built.returncode == 0, "the full fast build failed (test_book reports why): " + built.stderr[-2000:]
-    full = pages(root / "_build" / "html")  # read first: the student build must not touch the full one
-    command = without_network([sys.executable, "-m", "collapse", "--root", str(root), "book", "--profile", "fast", "--student"])
+    assert built.returncode == 0, (
+        "the full fast build failed (test_book reports why): " + built.stderr[-2000:]
+    )
+    full = pages(
+        root / "_build" / "html"
+    )  # read first: the student build must not touch the full one
+    command = without_network(
+        [
+            sys.executable,
+            "-m",
+            "collapse",
+            "--root",
+            str(root),
+            "book",
+            "--profile",
+            "fast",
+            "--student",
+        ]
+    )
     result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     return root, full, pages(root / "_build" / "student" / "html"), result
@@ -46,7 +67,12 @@ def solution_lines(full: dict) -> set:
     for soup in full.values():
         soup = BeautifulSoup(str(soup), "html.parser")  # a copy: the blocks are cut out below
         blocks = soup.select("div.solution")
-        inside |= {squash(line) for block in blocks for line in block.get_text().splitlines() if len(squash(line)) >= 20}
+        inside |= {
+            squash(line)
+            for block in blocks
+            for line in block.get_text().splitlines()
+            if len(squash(line)) >= 20
+        }
         for block in blocks:
             block.decompose()
         outside.append(squash(soup.get_text()))
@@ -55,11 +81,17 @@ def solution_lines(full: dict) -> set:
 
 
 def student_corpus(root, student: dict) -> str:
-    """Everything a student can read: the pages' text and the raw text of every source and download."""
+    """Everything a student can read: the pages' text and the raw text of every
+    source and download.
+    """
     texts = [squash(soup.get_text()) for soup in student.values()]
     for path in (root / "_build" / "student" / "html").rglob("*"):
         if path.suffix == ".ipynb":
-            texts.append(squash("\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"])))
+            texts.append(
+                squash(
+                    "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"])
+                )
+            )
         elif path.suffix in (".md", ".txt", ".py"):
             texts.append(squash(path.read_text(errors="replace")))
     return "\n".join(texts)
@@ -69,7 +101,9 @@ def test_the_student_build_has_no_solution_text(student):
     root, full, pages_, _ = student
     lines = solution_lines(full)
     assert len(lines) > 200, "the full build should hold the solutions of every notebook"
-    assert any("farthest = n - 1 if causal else n // 2" in line for line in lines)  # a gated solution's code is in the full book
+    assert any(
+        "farthest = n - 1 if causal else n // 2" in line for line in lines
+    )  # a gated solution's code is in the full book
     corpus = student_corpus(root, pages_)
     leaked = sorted(line for line in lines if line in corpus)
     assert not leaked, f"{len(leaked)} solution lines in the student edition, e.g. {leaked[:3]}"
@@ -89,7 +123,9 @@ def test_every_exercise_is_kept_and_every_solution_hidden(student):
 
 def test_the_student_edition_is_its_own_output(student):
     root, full, _, result = student
-    assert f"student edition: {root / '_build' / 'student' / 'html' / 'index.html'}" in result.stdout
+    assert (
+        f"student edition: {root / '_build' / 'student' / 'html' / 'index.html'}" in result.stdout
+    )
     assert "cached" in result.stdout  # the executed notebooks were reused
     assert (root / "_build" / "html" / "index.html").is_file()
     assert pages(root / "_build" / "html").keys() == full.keys()

@@ -12,7 +12,10 @@ N, D = 10, 12
 
 
 def small_configs(n_layers=4, **overrides):
-    return {v: san.SANConfig.bert(variant=v, n_layers=n_layers, d=D, n_heads=3, d_ff=20, **overrides) for v in san.VARIANTS}
+    return {
+        v: san.SANConfig.bert(variant=v, n_layers=n_layers, d=D, n_heads=3, d_ff=20, **overrides)
+        for v in san.VARIANTS
+    }
 
 
 def small_masks(names=("complete", "causal", "causal_sliding_window")):
@@ -21,18 +24,47 @@ def small_masks(names=("complete", "causal", "causal_sliding_window")):
 
 def test_every_cell_equals_its_own_simulate_call():
     X0 = inputs.embedding_inputs(3, N, D, seed=5)
-    configs = {**small_configs(), "bert_normal_ln": san.SANConfig.bert(variant="ln", n_layers=4, d=D, n_heads=3, init="bert_normal")}
-    frame = sweep.sweep(X0, configs, small_masks(), d_qk=[0.25, None, 9.0], seed=[1, 2], metrics=("mu", "stable_rank"))
+    configs = {
+        **small_configs(),
+        "bert_normal_ln": san.SANConfig.bert(
+            variant="ln", n_layers=4, d=D, n_heads=3, init="bert_normal"
+        ),
+    }
+    frame = sweep.sweep(
+        X0,
+        configs,
+        small_masks(),
+        d_qk=[0.25, None, 9.0],
+        seed=[1, 2],
+        metrics=("mu", "stable_rank"),
+    )
     for label, config in configs.items():
         for name, mask in small_masks().items():
             for temperature in (0.25, None, 9.0):
                 for seed in (1, 2):
-                    expected = san.simulate(X0, config, mask=mask, d_qk=temperature, seed=seed, metrics=("mu", "stable_rank"))
-                    cell = dict(config=label, mask=name, d_qk=4.0 if temperature is None else temperature, seed=seed)
+                    expected = san.simulate(
+                        X0,
+                        config,
+                        mask=mask,
+                        d_qk=temperature,
+                        seed=seed,
+                        metrics=("mu", "stable_rank"),
+                    )
+                    cell = dict(
+                        config=label,
+                        mask=name,
+                        d_qk=4.0 if temperature is None else temperature,
+                        seed=seed,
+                    )
                     for metric in ("mu", "stable_rank"):
                         got = analysis.curves(frame, metric, **cell)
                         # atol: once mu falls to ~eps * ||X|| the cancellation noise of X - mean differs with the batch layout
-                        np.testing.assert_allclose(got, expected[metric].numpy(), rtol=1e-10, atol=1e-13 if metric == "mu" else 0)
+                        np.testing.assert_allclose(
+                            got,
+                            expected[metric].numpy(),
+                            rtol=1e-10,
+                            atol=1e-13 if metric == "mu" else 0,
+                        )
 
 
 def test_columns_and_the_head_width_default():
@@ -67,7 +99,10 @@ def test_sample_chunks_give_the_same_frame():
 
 def test_configs_with_different_weights_are_not_merged():
     X0 = inputs.embedding_inputs(2, N, D)
-    configs = {"default": small_configs()["ln"], "normal": san.SANConfig.bert(variant="ln", n_layers=4, d=D, n_heads=3, init="bert_normal")}
+    configs = {
+        "default": small_configs()["ln"],
+        "normal": san.SANConfig.bert(variant="ln", n_layers=4, d=D, n_heads=3, init="bert_normal"),
+    }
     frame = sweep.sweep(X0, configs, small_masks(("causal",)))
     a, b = (analysis.curves(frame, config=c) for c in ("default", "normal"))
     assert not np.allclose(a[1:], b[1:])
@@ -98,13 +133,17 @@ def test_bad_arguments_raise_one_clear_error(kwargs, message):
 def test_embedding_inputs_are_bert_layernormed_and_share_position_and_type_rows():
     X = inputs.embedding_inputs(2, 6, 4096, seed=1)
     assert X.shape == (2, 6, 4096) and X.dtype == torch.float64
-    torch.testing.assert_close(X.mean(-1), torch.zeros(2, 6, dtype=torch.float64), atol=1e-12, rtol=0)
+    torch.testing.assert_close(
+        X.mean(-1), torch.zeros(2, 6, dtype=torch.float64), atol=1e-12, rtol=0
+    )
     torch.testing.assert_close(X.var(-1, unbiased=False), torch.ones(2, 6, dtype=torch.float64))
     unit = X / X.norm(dim=-1, keepdim=True)
     same_position = (unit[0] * unit[1]).sum(-1)  # share position and type rows: cos ~ 2/3
     same_sample = unit[0] @ unit[0].T  # share the type row only: cos ~ 1/3
     assert same_position.mean().item() == pytest.approx(2 / 3, abs=0.05)
-    assert same_sample[~torch.eye(6, dtype=torch.bool)].mean().item() == pytest.approx(1 / 3, abs=0.05)
+    assert same_sample[~torch.eye(6, dtype=torch.bool)].mean().item() == pytest.approx(
+        1 / 3, abs=0.05
+    )
     assert torch.equal(X, inputs.embedding_inputs(2, 6, 4096, seed=1))
     assert not torch.equal(X, inputs.embedding_inputs(2, 6, 4096, seed=2))
 
@@ -116,14 +155,30 @@ def synthetic_frame(rate=-0.5, layers=30, floor_from=None):
         mu = np.exp(offset + rate * t)
         if floor_from is not None:
             mu[floor_from:] = 0.0
-        rows.append(pd.DataFrame({"config": "c", "mask": "m", "d_qk": 1.0, "seed": 0, "sample": sample, "layer": t, "mu": mu}))
+        rows.append(
+            pd.DataFrame(
+                {
+                    "config": "c",
+                    "mask": "m",
+                    "d_qk": 1.0,
+                    "seed": 0,
+                    "sample": sample,
+                    "layer": t,
+                    "mu": mu,
+                }
+            )
+        )
     return pd.concat(rows, ignore_index=True)
 
 
 def test_rates_fit_the_slope_and_skip_the_floor():
     table = analysis.rates(synthetic_frame(-0.5))
-    assert table["slope"].iloc[0] == pytest.approx(-0.5) and table["std"].iloc[0] == pytest.approx(0, abs=1e-12)
-    floored = analysis.rates(synthetic_frame(-0.5, floor_from=10))  # zeros after layer 10 must not bend the fit
+    assert table["slope"].iloc[0] == pytest.approx(-0.5) and table["std"].iloc[0] == pytest.approx(
+        0, abs=1e-12
+    )
+    floored = analysis.rates(
+        synthetic_frame(-0.5, floor_from=10)
+    )  # zeros after layer 10 must not bend the fit
     assert floored["slope"].iloc[0] == pytest.approx(-0.5)
     late = analysis.rates(synthetic_frame(-0.5), start=6, stop=12)
     assert late["runs"].iloc[0] == 2 and late["slope"].iloc[0] == pytest.approx(-0.5)
@@ -133,7 +188,9 @@ def test_log_stats_and_at_layer():
     frame = synthetic_frame(-0.5, layers=4, floor_from=3)
     stats = analysis.log_stats(frame)
     row = stats[stats["layer"] == 1].iloc[0]
-    assert row["mean"] == pytest.approx(0.5 - 0.5) and row["std"] == pytest.approx(np.std([-0.5, 0.5], ddof=1))
+    assert row["mean"] == pytest.approx(0.5 - 0.5) and row["std"] == pytest.approx(
+        np.std([-0.5, 0.5], ddof=1)
+    )
     assert np.isfinite(stats["mean"]).all()  # exact zeros are clipped, not -inf
     assert stats[stats["layer"] == 3]["mean"].iloc[0] == pytest.approx(math.log(1e-300))
     table = analysis.at_layer(frame, 2)

@@ -18,7 +18,11 @@ def test_rates_by_hand():
 
 def test_bounds_start_at_C_and_decay():
     t = np.arange(10)
-    for bound in (theory.theorem1_bound(t, 0.3, 2, C=2.5), theory.theorem2_bound(t, 0.1, 2, 4, C=2.5), theory.corollary1_bound(t, 0.3, 2, C=2.5)):
+    for bound in (
+        theory.theorem1_bound(t, 0.3, 2, C=2.5),
+        theory.theorem2_bound(t, 0.1, 2, 4, C=2.5),
+        theory.corollary1_bound(t, 0.3, 2, C=2.5),
+    ):
         assert bound[0] == pytest.approx(2.5)
         assert np.all(np.diff(bound) < 0)
     np.testing.assert_allclose(theory.theorem1_bound(t, 0.3, 2), (1 - 0.09) ** (t / 2))
@@ -28,7 +32,10 @@ def test_epsilon_is_the_smallest_allowed_weight():
     A = torch.tensor([[1.0, 0.0, 0.0], [0.7, 0.3, 0.0], [0.05, 0.9, 0.05]], dtype=torch.float64)
     assert theory.epsilon(A, masks.make("causal", 3)) == 0.05
     assert theory.epsilon(A) == 0.0  # without a mask, the forbidden zeros count
-    assert theory.epsilon(torch.stack([A, A / 2]), masks.make("causal", 3)).tolist() == [0.05, 0.025]
+    assert theory.epsilon(torch.stack([A, A / 2]), masks.make("causal", 3)).tolist() == [
+        0.05,
+        0.025,
+    ]
 
 
 def fitted_slope(mu: torch.Tensor) -> float:
@@ -43,7 +50,9 @@ def fitted_slope(mu: torch.Tensor) -> float:
 def test_theorem1_holds_on_the_fast_toy(name):
     """PAPERS W1 fast set: N = d = 16, d_QK = 1, orthogonal W_V; slope <= bound slope + 1e-3."""
     N = 16
-    X0 = torch.randn(N, N, generator=torch.Generator().manual_seed(0), dtype=torch.float64) / math.sqrt(N)
+    X0 = torch.randn(
+        N, N, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    ) / math.sqrt(N)
     mask = masks.make(name, N)
     config = san.SANConfig(d=N, n_layers=200, init="orthogonal_v")
     run = san.simulate(X0, config, mask=mask, d_qk=1.0, record_epsilon=True)
@@ -56,7 +65,10 @@ def test_theorem1_holds_on_the_fast_toy(name):
 def test_linear_causal_averaging_collapses_at_least_as_fast_as_the_bound():
     """W_Q = W_K = 0, W_V = I: A averages the prefix, eps = 1/N, r = 1, true rate log(1/2)."""
     N = 8
-    A = torch.tril(torch.ones(N, N, dtype=torch.float64)) / torch.arange(1, N + 1, dtype=torch.float64)[:, None]
+    A = (
+        torch.tril(torch.ones(N, N, dtype=torch.float64))
+        / torch.arange(1, N + 1, dtype=torch.float64)[:, None]
+    )
     X = torch.randn(N, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     mus = []
     for _ in range(30):
@@ -85,7 +97,9 @@ def test_bad_inputs(call, match):
 
 
 def test_run_epsilon_is_the_minimum_over_layers_skipping_t0():
-    history = torch.tensor([[math.nan, math.nan], [0.3, 0.2], [0.1, 0.4], [0.2, 0.05]], dtype=torch.float64)
+    history = torch.tensor(
+        [[math.nan, math.nan], [0.3, 0.2], [0.1, 0.4], [0.2, 0.05]], dtype=torch.float64
+    )
     np.testing.assert_array_equal(theory.run_epsilon(history), [0.1, 0.05])
     with pytest.raises(ParameterError, match="eps_history must hold layers 0..L"):
         theory.run_epsilon(torch.tensor([math.nan]))
@@ -95,10 +109,14 @@ def test_run_epsilon_matches_a_simulation():
     N = 6
     mask = masks.make("causal_sliding_window", N)
     X0 = torch.randn(2, N, 8, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
-    run = san.simulate(X0, san.SANConfig(d=8, n_layers=4), mask=mask, d_qk=1.0, record_epsilon=True)
+    run = san.simulate(
+        X0, san.SANConfig(d=8, n_layers=4), mask=mask, d_qk=1.0, record_epsilon=True
+    )
     eps = theory.run_epsilon(run["epsilon"])
     assert eps.shape == (2,)
-    assert np.all((eps > 0) & (eps <= 0.5))  # two allowed keys per row at most (token 0 has one, weight 1)
+    assert np.all(
+        (eps > 0) & (eps <= 0.5)
+    )  # two allowed keys per row at most (token 0 has one, weight 1)
     np.testing.assert_array_equal(eps, run["epsilon"][1:].amin(0).numpy())
 
 
@@ -129,23 +147,39 @@ def test_layernorm_rate_picks_the_theorem_whose_hypotheses_hold():
     assert source == "Theorem 2" and rate == pytest.approx(theory.theorem2_rate(0.01, 1, N))
     # N > d rules Theorem 2 out; non-negative cosines let Corollary 1 (with N centers) take over
     rate, source = theory.layernorm_rate(complete, 0.01, d=4, nonnegative_cosines=True)
-    assert source == "Corollary 1" and rate == pytest.approx(theory.corollary1_rate(0.01, 1, n_centers=N))
+    assert source == "Corollary 1" and rate == pytest.approx(
+        theory.corollary1_rate(0.01, 1, n_centers=N)
+    )
     rate, source = theory.layernorm_rate(causal, 0.05, d=16, nonnegative_cosines=True)
     assert source == "Corollary 1" and rate == pytest.approx(math.log(1 - 0.05**2) / 2)
     rate, source = theory.layernorm_rate(causal, 0.05, d=16, nonnegative_cosines=False)
-    assert math.isnan(rate) and "not strongly connected" in source and "some initial cosine < 0" in source
-    rate, source = theory.layernorm_rate(masks.make("dilated_sliding_window", N, dilation=2), 0.05, d=16, nonnegative_cosines=True)
+    assert (
+        math.isnan(rate)
+        and "not strongly connected" in source
+        and "some initial cosine < 0" in source
+    )
+    rate, source = theory.layernorm_rate(
+        masks.make("dilated_sliding_window", N, dilation=2), 0.05, d=16, nonnegative_cosines=True
+    )
     assert math.isnan(rate) and "no center" in source
-    rate, source = theory.layernorm_rate(complete, 0.2, d=16, nonnegative_cosines=False)  # N eps = 1.6 >= 1
+    rate, source = theory.layernorm_rate(
+        complete, 0.2, d=16, nonnegative_cosines=False
+    )  # N eps = 1.6 >= 1
     assert math.isnan(rate) and "N eps = 1.6 >= 1" in source
-    rate, source = theory.layernorm_rate(complete, 0.01, d=16, nonnegative_cosines=False, full_rank=False)
+    rate, source = theory.layernorm_rate(
+        complete, 0.01, d=16, nonnegative_cosines=False, full_rank=False
+    )
     assert math.isnan(rate) and "X0 not of full rank" in source
 
 
 def test_layernorm_rate_with_underflowed_eps_guarantees_nothing():
-    rate, source = theory.layernorm_rate(masks.make("complete", 4), 0.0, d=8, nonnegative_cosines=False)
+    rate, source = theory.layernorm_rate(
+        masks.make("complete", 4), 0.0, d=8, nonnegative_cosines=False
+    )
     assert (rate, source) == (0.0, "Theorem 2")
-    rate, source = theory.layernorm_rate(masks.make("causal", 4), 0.0, d=8, nonnegative_cosines=True)
+    rate, source = theory.layernorm_rate(
+        masks.make("causal", 4), 0.0, d=8, nonnegative_cosines=True
+    )
     assert (rate, source) == (0.0, "Corollary 1")
     with pytest.raises(ParameterError, match=r"eps must be in \[0, 1\]"):
         theory.layernorm_rate(masks.make("causal", 4), 1.5, d=8, nonnegative_cosines=True)

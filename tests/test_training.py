@@ -39,7 +39,9 @@ def test_batched_models_train_like_separate_runs(attention):
     assert together.shape == (6, 2, 2, 2)
     alone = training.train(config, 1, [0.1], fixes=[True])
     torch.testing.assert_close(together[:, 1, 1, 1], alone[:, 0, 0, 0], rtol=1e-10, atol=0)
-    blocked = training.train(config, [0, 1], [0.01, 0.1], max_bytes=1.0)  # one model pair per block
+    blocked = training.train(
+        config, [0, 1], [0.01, 0.1], max_bytes=1.0
+    )  # one model pair per block
     torch.testing.assert_close(blocked, together, rtol=1e-12, atol=0)
     again = training.train(config, [0, 1], [0.01, 0.1])
     assert torch.equal(again, together)
@@ -50,7 +52,9 @@ def test_forward_by_hand_and_the_fix():
     w = training.init_weights(config, 0)
     X = gap.isometric_input(6, 6, generator=torch.Generator().manual_seed(1))
     for shift in (0.0, 1 / 6):
-        out = training.forward(X[None], w, torch.tensor(shift, dtype=torch.float64))  # a batch of one input
+        out = training.forward(
+            X[None], w, torch.tensor(shift, dtype=torch.float64)
+        )  # a batch of one input
         torch.testing.assert_close(out[0], (w["A"][0] - shift) @ X @ w["W_V"][0])
 
 
@@ -63,14 +67,18 @@ def test_paired_runs_share_data_and_initial_weights():
 
 
 def test_training_reduces_the_loss():
-    config = training.TrainConfig(T=8, d=8, depth=1, attention="normal", n_samples=10, steps=40, dtype="float64")
+    config = training.TrainConfig(
+        T=8, d=8, depth=1, attention="normal", n_samples=10, steps=40, dtype="float64"
+    )
     losses = training.train(config, [0, 1], [0.1], fixes=[False])
     assert (losses[-1] < 0.8 * losses[0]).all()
 
 
 def test_initial_scale_without_and_with_the_fix():
     """N(0,1) value weights grow the unfixed output with depth; the fix removes the mean direction and keeps it small."""
-    config = training.TrainConfig(T=16, d=16, depth=4, attention="markov", n_samples=5, steps=0, dtype="float64")
+    config = training.TrainConfig(
+        T=16, d=16, depth=4, attention="markov", n_samples=5, steps=0, dtype="float64"
+    )
     losses = training.train(config, [0, 1, 2], [0.01])[0, :, 0]
     assert (losses[:, 0] > 10 * losses[:, 1]).all()
 
@@ -90,7 +98,9 @@ def test_scaled_value_init_is_the_same_draw_divided_by_sqrt_d():
 
 
 def test_best_lr_and_paired_ci():
-    final = torch.tensor([[[1.0, 2.0], [0.5, math.nan]], [[1.0, 2.0], [0.7, math.inf]]])  # (S=2, lr=2, fix=2)
+    final = torch.tensor(
+        [[[1.0, 2.0], [0.5, math.nan]], [[1.0, 2.0], [0.7, math.inf]]]
+    )  # (S=2, lr=2, fix=2)
     assert training.best_lr(final).tolist() == [1, 0]
     rng = np.random.default_rng(0)
     plain = rng.uniform(1, 2, 5)
@@ -115,7 +125,17 @@ def test_bad_inputs():
 
 
 def test_grid_summary_and_benefit():
-    runs = training.run_grid(["markov", "xavier"], [1, 2], [0, 1, 2], [0.01, 0.1], T=6, d=6, n_samples=3, steps=4, dtype="float64")
+    runs = training.run_grid(
+        ["markov", "xavier"],
+        [1, 2],
+        [0, 1, 2],
+        [0.01, 0.1],
+        T=6,
+        d=6,
+        n_samples=3,
+        steps=4,
+        dtype="float64",
+    )
     assert set(runs) == {("markov", 1), ("markov", 2), ("xavier", 1), ("xavier", 2)}
     table = training.summary(runs, [0.01, 0.1])
     losses = runs[("xavier", 2)]
@@ -124,9 +144,13 @@ def test_grid_summary_and_benefit():
         row = table.loc[("xavier", 2, fix)]
         assert row["best lr"] == [0.01, 0.1][b]
         assert row["final"] == pytest.approx(losses[-1, :, b, j].mean().item())
-        assert row["final / initial"] == pytest.approx((losses[-1, :, b, j] / losses[0, :, b, j]).mean().item())
+        assert row["final / initial"] == pytest.approx(
+            (losses[-1, :, b, j] / losses[0, :, b, j]).mean().item()
+        )
     gains = training.benefit(runs)
     b0, b1 = training.best_lr(losses[-1]).tolist()
     expected = training.paired_ratio_ci(losses[-1, :, b1, 1].numpy(), losses[-1, :, b0, 0].numpy())
-    assert tuple(gains.loc[("xavier", 2), ["ratio", "ci low", "ci high"]]) == pytest.approx(expected)
+    assert tuple(gains.loc[("xavier", 2), ["ratio", "ci low", "ci high"]]) == pytest.approx(
+        expected
+    )
     assert gains.loc[("xavier", 2), "benefit claimed"] == (expected[2] < 0.95)

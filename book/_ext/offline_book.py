@@ -25,9 +25,15 @@ def _check_local_copy(app) -> None:
         return
     path = app.config.mathjax_path
     if "://" in path or path.startswith("//"):
-        raise ConfigError(f"mathjax_path is {path}: the book must load MathJax from its own files; set it to mathjax/tex-chtml.js")
-    if not any(Path(app.confdir, folder, path).is_file() for folder in app.config.html_static_path):
-        raise ConfigError(f"MathJax is missing: no {path} in the book's static files (book/_static): {FETCH}")
+        raise ConfigError(
+            f"mathjax_path is {path}: the book must load MathJax from its own files; set it to mathjax/tex-chtml.js"
+        )
+    if not any(
+        Path(app.confdir, folder, path).is_file() for folder in app.config.html_static_path
+    ):
+        raise ConfigError(
+            f"MathJax is missing: no {path} in the book's static files (book/_static): {FETCH}"
+        )
 
 
 def _drop_duplicate_scripts(app, pagename, templatename, context, doctree) -> None:

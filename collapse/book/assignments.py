@@ -40,7 +40,9 @@ __all__ = ["SOLUTION_TAG", "CHECK_TAG", "PROFILE", "strip_solutions", "check_cel
 
 SOLUTION_TAG, CHECK_TAG = "solution", "check"
 PROFILE = "fast"  # assignments carry and are graded with these parameters: quick to run by hand and to grade
-_DIRECTIVE = re.compile(r"^(?P<fence>:{3,}|`{3,})\{(?P<kind>solution|solution-start|solution-end)\}\s*(?P<arg>\S*)")
+_DIRECTIVE = re.compile(
+    r"^(?P<fence>:{3,}|`{3,})\{(?P<kind>solution|solution-start|solution-end)\}\s*(?P<arg>\S*)"
+)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # Reply for a cell interrupted at its time limit: without one, nbclient waits for the kernel's own reply,
 # forever when the loop is in C code that ignores the interrupt.
@@ -53,13 +55,17 @@ def _tags(cell) -> list:
 
 
 def _stub(label: str) -> str:
-    """What replaces a solution cell: it raises, so an unanswered exercise fails its checks with a clear line."""
+    """What replaces a solution cell: it raises, so an unanswered exercise fails its checks with
+    a clear line.
+    """
     prompt = f"# YOUR ANSWER HERE for exercise {label}: replace these two lines with your code."
     return f'{prompt}\nraise RuntimeError("exercise {label} is not answered yet")'
 
 
 class _Scanner:
-    """Walks markdown lines in order across cells, dropping `{solution}` blocks and everything inside a gate."""
+    """Walks markdown lines in order across cells, dropping `{solution}` blocks and everything
+    inside a gate.
+    """
 
     def __init__(self, where: str):
         self.where, self.closing, self.gate = where, None, None
@@ -77,17 +83,25 @@ class _Scanner:
                     kept.append(line)
                 continue
             kind, self.closing = match["kind"], match["fence"]
-            if (kind == "solution-end") != (self.gate is not None):  # only an end may appear inside a gate, and only there
-                raise ParameterError(f"{self.where}: unbalanced solution gates at `{stripped}` (every {{solution-start}} needs one {{solution-end}})")
+            if (kind == "solution-end") != (
+                self.gate is not None
+            ):  # only an end may appear inside a gate, and only there
+                raise ParameterError(
+                    f"{self.where}: unbalanced solution gates at `{stripped}` (every {{solution-start}} needs one {{solution-end}})"
+                )
             if kind != "solution":
                 self.gate = (match["arg"] or "?") if kind == "solution-start" else None
         if self.closing is not None:  # a directive cannot span cells
-            raise ParameterError(f"{self.where}: a solution directive is never closed (no `{self.closing}` line in its cell)")
+            raise ParameterError(
+                f"{self.where}: a solution directive is never closed (no `{self.closing}` line in its cell)"
+            )
         return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip("\n")
 
     def finish(self) -> None:
         if self.gate is not None:
-            raise ParameterError(f"{self.where}: the {{solution-start}} gate of {self.gate} is never closed by a {{solution-end}}")
+            raise ParameterError(
+                f"{self.where}: the {{solution-start}} gate of {self.gate} is never closed by a {{solution-end}}"
+            )
 
 
 def strip_solutions(nb, *, stub: bool, where: str = "notebook"):
@@ -107,7 +121,11 @@ def strip_solutions(nb, *, stub: bool, where: str = "notebook"):
         tagged = SOLUTION_TAG in _tags(cell)
         if tagged != (scan.gate is not None):
             first = (cell.source.strip().splitlines() or [""])[0]
-            place = "outside a {solution-start} gate" if tagged else "inside a {solution-start} gate without the tag 'solution'"
+            place = (
+                "outside a {solution-start} gate"
+                if tagged
+                else "inside a {solution-start} gate without the tag 'solution'"
+            )
             raise ParameterError(f"{where}: code cell `{first}` is {place}")
         if not tagged:
             cells.append(cell)
@@ -122,7 +140,11 @@ def strip_solutions(nb, *, stub: bool, where: str = "notebook"):
 def check_name(cell, number: int) -> str:
     """A check's name: its first line when that is a comment (`# Check: ...`), else `check N`."""
     first = (cell.source.strip().splitlines() or [""])[0]
-    return first.lstrip("#").strip().removeprefix("Check:").strip() if first.startswith("#") else f"check {number}"
+    return (
+        first.lstrip("#").strip().removeprefix("Check:").strip()
+        if first.startswith("#")
+        else f"check {number}"
+    )
 
 
 def check_cells(nb, where: str = "notebook") -> dict:
@@ -130,7 +152,9 @@ def check_cells(nb, where: str = "notebook") -> dict:
     cells = [c for c in nb.cells if c.cell_type == "code" and CHECK_TAG in _tags(c)]
     named = {check_name(c, i): c for i, c in enumerate(cells, 1)}
     if len(named) != len(cells):
-        raise ParameterError(f"{where}: two check cells share a name (the first comment line of a check cell names it)")
+        raise ParameterError(
+            f"{where}: two check cells share a name (the first comment line of a check cell names it)"
+        )
     return named
 
 
@@ -143,9 +167,14 @@ def make_assignment(project: runner.Project, notebook: runner.Notebook):
             cell.source = "\n".join(f"{name} = {value!r}" for name, value in params.items())
     nb = strip_solutions(nb, stub=True, where=notebook.path.name)
     if not check_cells(nb, notebook.path.name):
-        raise ParameterError(f"{notebook.path.name}: no cell tagged 'check', so there is nothing to grade")
+        raise ParameterError(
+            f"{notebook.path.name}: no cell tagged 'check', so there is nothing to grade"
+        )
     nb.metadata.pop("jupytext", None)
-    nb.metadata.setdefault("collapse", {})["assignment"] = {"notebook": notebook.name, "profile": PROFILE}
+    nb.metadata.setdefault("collapse", {})["assignment"] = {
+        "notebook": notebook.name,
+        "profile": PROFILE,
+    }
     return nb
 
 
@@ -158,7 +187,9 @@ def _write_atomic(nb, path: Path) -> None:
 
 
 def write_assignments(project: runner.Project, names, out: Path) -> list[Path]:
-    """One assignment .ipynb per selected notebook in `out`; every notebook is checked before any is written."""
+    """One assignment .ipynb per selected notebook in `out`; every notebook is checked before
+    any is written.
+    """
     made = [(nb.name, make_assignment(project, nb)) for nb in project.select(names)]
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -183,9 +214,14 @@ def stage_student_edition(project: runner.Project, stage: Path) -> None:
     shutil.copytree(project.root / "book", stage / "book")
     shutil.copytree(project.notebooks_dir, stage / "notebooks")
     for path in sorted((stage / "book" / "executed").glob("*.ipynb")):
-        nbformat.write(strip_solutions(nbformat.read(str(path), as_version=4), stub=False, where=path.name), str(path))
+        nbformat.write(
+            strip_solutions(nbformat.read(str(path), as_version=4), stub=False, where=path.name),
+            str(path),
+        )
     for path in sorted((stage / "notebooks").glob("[0-9][0-9]-*.md")):
-        jupytext.write(strip_solutions(jupytext.read(path), stub=True, where=path.name), path, fmt="md:myst")
+        jupytext.write(
+            strip_solutions(jupytext.read(path), stub=True, where=path.name), path, fmt="md:myst"
+        )
     config = yaml.safe_load((project.root / "_config.yml").read_text()) or {}
     config["title"] = f"{config.get('title', 'Book')} (student edition)"
     config.setdefault("sphinx", {}).setdefault("config", {})["hide_solutions"] = True
@@ -194,7 +230,9 @@ def stage_student_edition(project: runner.Project, stage: Path) -> None:
 
 @dataclass
 class Grade:
-    """A graded submission: each check's (name, passed, detail) and lines about what went wrong elsewhere."""
+    """A graded submission: each check's (name, passed, detail) and lines about what
+    went wrong elsewhere.
+    """
 
     notebook: str
     checks: list = field(default_factory=list)
@@ -208,7 +246,9 @@ class Grade:
         width = min(72, max([len("check")] + [len(name) for name, _, _ in self.checks]))
         lines = [f"{'#':>3}  {'check':<{width}}  result  detail"]
         for i, (name, ok, detail) in enumerate(self.checks, 1):
-            lines.append(f"{i:>3}  {name[:width]:<{width}}  {'pass' if ok else 'FAIL':<6}  {detail}".rstrip())
+            lines.append(
+                f"{i:>3}  {name[:width]:<{width}}  {'pass' if ok else 'FAIL':<6}  {detail}".rstrip()
+            )
         score = sum(ok for _, ok, _ in self.checks)
         return "\n".join([*lines, f"score: {score}/{len(self.checks)} checks passed"])
 
@@ -222,17 +262,27 @@ def read_submission(path: Path):
     try:
         nb = nbformat.read(str(path), as_version=4)
     except Exception as err:  # nbformat raises JSON, validation and reader errors alike
-        raise ParameterError(f"submission {path} is not a Jupyter notebook (.ipynb): {str(err).splitlines()[0][:120]}") from None
+        raise ParameterError(
+            f"submission {path} is not a Jupyter notebook (.ipynb): {str(err).splitlines()[0][:120]}"
+        ) from None
     if not (nb.metadata.get("collapse", {}).get("assignment") or {}).get("notebook"):
-        raise ParameterError(f"submission {path} was not made by `collapse assignments` (it lacks the collapse.assignment metadata)")
+        raise ParameterError(
+            f"submission {path} was not made by `collapse assignments` (it lacks the collapse.assignment metadata)"
+        )
     return nb
 
 
 def _with_original_checks(submission, source, where: str):
-    """The submission with each check cell's code taken from the source notebook; checks it lost go at the end."""
+    """The submission with each check cell's code taken from the source notebook; checks it lost go
+    at the end.
+    """
     nb, original = copy.deepcopy(submission), check_cells(source, where)
-    for number, cell in enumerate((c for c in nb.cells if c.cell_type == "code" and CHECK_TAG in _tags(c)), 1):
-        name = check_name(cell, number)  # numbered as in check_cells, so unnamed checks match by position
+    for number, cell in enumerate(
+        (c for c in nb.cells if c.cell_type == "code" and CHECK_TAG in _tags(c)), 1
+    ):
+        name = check_name(
+            cell, number
+        )  # numbered as in check_cells, so unnamed checks match by position
         if name in original:
             cell.source = original.pop(name).source
         else:  # a check the student renamed or wrote: it runs, but is not scored
@@ -245,7 +295,11 @@ def _error_line(output) -> str:
     """`Type: message`, or for a bare failed assert the assert line itself."""
     text = f"{output.ename}: {output.evalue}" if output.evalue else output.ename
     if not output.evalue:
-        arrows = [m["line"] for line in _ANSI.sub("", "\n".join(output.get("traceback", []))).splitlines() if (m := _ARROW.match(line))]
+        arrows = [
+            m["line"]
+            for line in _ANSI.sub("", "\n".join(output.get("traceback", []))).splitlines()
+            if (m := _ARROW.match(line))
+        ]
         text += f" at `{arrows[-1]}`" if arrows else ""
     return text.splitlines()[0][:160] if text else "error"
 
@@ -262,7 +316,9 @@ def _quiet(name: str):
 
 
 def _execute(nb, params: dict, cwd: Path, timeout: int):
-    """Run every cell with papermill, past errors; a cell over `timeout` s is interrupted. -> (executed nb, stop line)."""
+    """Run every cell with papermill, past errors; a cell over `timeout` s is interrupted.
+    -> (executed nb, stop line).
+    """
     import nbformat
     import papermill
     from nbclient.exceptions import CellTimeoutError
@@ -280,7 +336,9 @@ def _execute(nb, params: dict, cwd: Path, timeout: int):
         except CellTimeoutError:
             stopped = f"execution stopped: a cell ran past {timeout} s and did not respond to the interrupt"
         except Exception as err:  # the kernel died or would not start
-            stopped = f"execution stopped: {type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:160]}".rstrip(": ")
+            stopped = f"execution stopped: {type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:160]}".rstrip(
+                ": "
+            )
         executed = nbformat.read(str(out), as_version=4) if out.is_file() else nb
     return executed, stopped
 
@@ -295,19 +353,47 @@ def grade(project: runner.Project, path: Path, timeout: int = 60) -> Grade:
     nb = _with_original_checks(submission, notebook.source(), notebook.path.name)
     executed, stopped = _execute(nb, params, project.notebooks_dir, timeout)
     result = Grade(notebook.name)
-    cells = [c for c in executed.cells if c.cell_type == "code" and c.source.strip() and "papermill-error-cell-tag" not in _tags(c)]
+    cells = [
+        c
+        for c in executed.cells
+        if c.cell_type == "code"
+        and c.source.strip()
+        and "papermill-error-cell-tag" not in _tags(c)
+    ]
     for cell in cells:
         errors = [_error_line(o) for o in cell.get("outputs", []) if o.output_type == "error"]
         if CHECK_TAG in _tags(cell):
-            detail = errors[0] if errors else ("" if cell.execution_count else "not run: execution stopped before this check finished")
-            result.checks.append((check_name(cell, len(result.checks) + 1), bool(cell.execution_count) and not errors, detail))
+            detail = (
+                errors[0]
+                if errors
+                else (
+                    ""
+                    if cell.execution_count
+                    else "not run: execution stopped before this check finished"
+                )
+            )
+            result.checks.append(
+                (
+                    check_name(cell, len(result.checks) + 1),
+                    bool(cell.execution_count) and not errors,
+                    detail,
+                )
+            )
         elif errors:
             where = f"cell In[{cell.execution_count}] `{_first_line(cell)}`"
             timed_out = errors[0].startswith("KeyboardInterrupt")
-            result.problems.append(f"{where} was stopped after {timeout} s (the time limit per cell)" if timed_out else f"{where} raised {errors[0]}")
+            result.problems.append(
+                f"{where} was stopped after {timeout} s (the time limit per cell)"
+                if timed_out
+                else f"{where} raised {errors[0]}"
+            )
     if stopped:
-        started = [c for c in cells if c.get("metadata", {}).get("papermill", {}).get("start_time")]  # papermill stamps each cell it starts
-        result.problems.append(stopped + (f" (in cell `{_first_line(started[-1])}`)" if started else ""))
+        started = [
+            c for c in cells if c.get("metadata", {}).get("papermill", {}).get("start_time")
+        ]  # papermill stamps each cell it starts
+        result.problems.append(
+            stopped + (f" (in cell `{_first_line(started[-1])}`)" if started else "")
+        )
     return result
 
 

@@ -22,37 +22,94 @@ from . import assignments, executors, mathjax, runner, scoreboard
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="collapse", description="Execute, verify and publish the rank-collapse companion.")
-    parser.add_argument("--root", type=Path, help="the checkout to work in (default: found from the current folder)")
+    parser = argparse.ArgumentParser(
+        prog="collapse", description="Execute, verify and publish the rank-collapse companion."
+    )
+    parser.add_argument(
+        "--root",
+        type=Path,
+        help="the checkout to work in (default: found from the current folder)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="notebooks, their claims and parameters")
     run = commands.add_parser("run", help="execute notebooks with papermill into book/executed/")
-    run.add_argument("names", nargs="*", metavar="NAME", help="notebook name, number or name without number (default: all)")
+    run.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="notebook name, number or name without number (default: all)",
+    )
     run.add_argument("--profile", default="book", help="fast, book or paper (default: book)")
-    run.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="override a parameter (YAML value)")
-    run.add_argument("--force", action="store_true", help="execute even when the cached result is current")
-    run.add_argument("--timeout", type=int, default=None, help="seconds allowed per cell (default: no limit)")
+    run.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a parameter (YAML value)",
+    )
+    run.add_argument(
+        "--force", action="store_true", help="execute even when the cached result is current"
+    )
+    run.add_argument(
+        "--timeout", type=int, default=None, help="seconds allowed per cell (default: no limit)"
+    )
     _executor_options(run)
     verdicts = commands.add_parser("verdicts", help="every verdict of the executed notebooks")
-    verdicts.add_argument("--json", action="store_true", help="print a JSON list of verdict records")
+    verdicts.add_argument(
+        "--json", action="store_true", help="print a JSON list of verdict records"
+    )
     book = commands.add_parser("book", help="run what is stale, then a clean jupyter-book build")
     book.add_argument("--profile", default="book", help="fast, book or paper (default: book)")
-    book.add_argument("--student", action="store_true", help="the student edition: solutions hidden, into _build/student/html")
+    book.add_argument(
+        "--student",
+        action="store_true",
+        help="the student edition: solutions hidden, into _build/student/html",
+    )
     _executor_options(book)
-    assign = commands.add_parser("assignments", help="assignment notebooks: solution cells replaced by stubs, check cells kept")
-    assign.add_argument("names", nargs="*", metavar="NAME", help="notebook name, number or name without number (default: all)")
-    assign.add_argument("--out", type=Path, help="folder for the .ipynb files (default: _build/assignments)")
-    grade = commands.add_parser("grade", help="execute a submitted assignment and score its checks (exit 0 when all pass)")
+    assign = commands.add_parser(
+        "assignments",
+        help="assignment notebooks: solution cells replaced by stubs, check cells kept",
+    )
+    assign.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="notebook name, number or name without number (default: all)",
+    )
+    assign.add_argument(
+        "--out", type=Path, help="folder for the .ipynb files (default: _build/assignments)"
+    )
+    grade = commands.add_parser(
+        "grade", help="execute a submitted assignment and score its checks (exit 0 when all pass)"
+    )
     grade.add_argument("submission", type=Path, metavar="SUBMISSION.ipynb")
-    grade.add_argument("--timeout", type=int, default=60, help="seconds allowed per cell before it is interrupted (default: 60)")
+    grade.add_argument(
+        "--timeout",
+        type=int,
+        default=60,
+        help="seconds allowed per cell before it is interrupted (default: 60)",
+    )
     return parser
 
 
 def _executor_options(parser: argparse.ArgumentParser) -> None:
     """--executor, --scheduler, --workers: where stale notebooks run (book/scale.md)."""
-    parser.add_argument("--executor", default="local", help="local (here, one at a time; default) or dask (a Dask cluster)")
-    parser.add_argument("--scheduler", metavar="ADDRESS", help="with --executor dask: a running scheduler, tcp://host:8786 (default: a LocalCluster)")
-    parser.add_argument("--workers", type=int, help="with --executor dask and no --scheduler: LocalCluster worker processes (default: 2)")
+    parser.add_argument(
+        "--executor",
+        default="local",
+        help="local (here, one at a time; default) or dask (a Dask cluster)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="with --executor dask: a running scheduler, tcp://host:8786 (default: a LocalCluster)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="with --executor dask and no --scheduler: LocalCluster worker processes (default: 2)",
+    )
 
 
 def _list(project: runner.Project) -> int:
@@ -64,7 +121,18 @@ def _list(project: runner.Project) -> int:
     return 0
 
 
-def _run_all(project: runner.Project, names, profile: str, sets, *, force=False, timeout=None, executor="local", scheduler=None, workers=None):
+def _run_all(
+    project: runner.Project,
+    names,
+    profile: str,
+    sets,
+    *,
+    force=False,
+    timeout=None,
+    executor="local",
+    scheduler=None,
+    workers=None,
+):
     planned = runner.plan(project, names, profile, runner.parse_sets(sets))
     if profile == "paper":
         print(
@@ -77,9 +145,19 @@ def _run_all(project: runner.Project, names, profile: str, sets, *, force=False,
         executors.make(executor, scheduler=scheduler, workers=workers) as pool,
         tqdm(total=len(planned), desc=f"notebooks [{profile}]", unit="nb", file=sys.stderr) as bar,
     ):
-        for result in runner.execute_all(project, planned, profile, force=force, timeout=timeout, executor=pool, stream=profile == "paper"):
+        for result in runner.execute_all(
+            project,
+            planned,
+            profile,
+            force=force,
+            timeout=timeout,
+            executor=pool,
+            stream=profile == "paper",
+        ):
             ok = sum(r["passed"] for r in result.records)
-            bar.write(f"{result.name}: {result.status} in {result.seconds:.1f} s; verdicts {ok}/{len(result.records)} reproduced")
+            bar.write(
+                f"{result.name}: {result.status} in {result.seconds:.1f} s; verdicts {ok}/{len(result.records)} reproduced"
+            )
             bar.update()
             results.append(result)
     return results
@@ -89,35 +167,60 @@ def _verdicts(project: runner.Project, as_json: bool) -> int:
     records = runner.collect_records(project)
     problems = scoreboard.check_expectations(records, project.expectations())
     if as_json:
-        keys = ("notebook", "key", "claim", "paper_ref", "measured", "expected", "passed", "profile")
+        keys = (
+            "notebook",
+            "key",
+            "claim",
+            "paper_ref",
+            "measured",
+            "expected",
+            "passed",
+            "profile",
+        )
         print(json.dumps([{k: r[k] for k in keys} for r in records], indent=1))
     else:
         for r in records:
-            print(f"{report.outcome(r['passed']):15} {r['notebook']:24} {r['key']:32} [{r['profile']}]  {r['measured']}  (expected {r['expected']})")
+            print(
+                f"{report.outcome(r['passed']):15} {r['notebook']:24} {r['key']:32} [{r['profile']}]  {r['measured']}  (expected {r['expected']})"
+            )
         print(f"{len(records)} verdicts, {sum(r['passed'] for r in records)} reproduced")
     for line in problems:
         print(f"differs from expectations.yml: {line}", file=sys.stderr)
     if not records:
-        print("no executed notebooks: run `collapse run` or `collapse book` first", file=sys.stderr)
+        print(
+            "no executed notebooks: run `collapse run` or `collapse book` first", file=sys.stderr
+        )
     return 1 if problems else 0
 
 
 def _book(project: runner.Project, profile: str, student: bool = False, **executor) -> int:
-    """Run what is stale, then a clean build: the full book into _build/html, or the student edition into _build/student/html."""
+    """Run what is stale, then a clean build: the full book into _build/html, or the student
+    edition into _build/student/html.
+    """
     mathjax.require(project.root)  # before minutes of notebooks: the build needs the local copy
     _run_all(project, [], profile, [], **executor)
     records, expectations = runner.collect_records(project), project.expectations()
-    (project.executed_dir / "scoreboard.md").write_text(scoreboard.scoreboard_markdown(records, expectations))
-    (project.executed_dir / "summary.md").write_text(scoreboard.summary_markdown(records, expectations))
-    jupyter_book = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
+    (project.executed_dir / "scoreboard.md").write_text(
+        scoreboard.scoreboard_markdown(records, expectations)
+    )
+    (project.executed_dir / "summary.md").write_text(
+        scoreboard.summary_markdown(records, expectations)
+    )
+    jupyter_book = shutil.which(
+        "jupyter-book", path=str(Path(sys.executable).parent)
+    ) or shutil.which("jupyter-book")
     if jupyter_book is None:
-        raise ParameterError("jupyter-book is not installed: pip install 'collapse[book]' (or run `make book`)")
+        raise ParameterError(
+            "jupyter-book is not installed: pip install 'collapse[book]' (or run `make book`)"
+        )
     output = project.root / "_build" / "student" if student else project.root / "_build"
     shutil.rmtree(output, ignore_errors=True)  # a clean build: incremental ones hide warnings
     source = output / "source" if student else project.root
     if student:
         assignments.stage_student_edition(project, source)
-    status = subprocess.run([jupyter_book, "build", str(source), "-W", "-n", "--keep-going"]).returncode
+    status = subprocess.run(
+        [jupyter_book, "build", str(source), "-W", "-n", "--keep-going"]
+    ).returncode
     if student and (source / "_build" / "html").is_dir():
         (source / "_build" / "html").replace(output / "html")
     if status == 0:
@@ -126,14 +229,18 @@ def _book(project: runner.Project, profile: str, student: bool = False, **execut
 
 
 def _assignments(project: runner.Project, names, out: Path | None) -> int:
-    for path in assignments.write_assignments(project, names, out or project.root / "_build" / "assignments"):
+    for path in assignments.write_assignments(
+        project, names, out or project.root / "_build" / "assignments"
+    ):
         print(f"assignment: {path}")
     return 0
 
 
 def _grade(project: runner.Project, submission: Path, timeout: int) -> int:
     result = assignments.grade(project, submission, timeout)
-    print(f"{submission}: assignment {result.notebook}, {assignments.PROFILE} profile, {timeout} s per cell")
+    print(
+        f"{submission}: assignment {result.notebook}, {assignments.PROFILE} profile, {timeout} s per cell"
+    )
     for line in result.problems:
         print(f"  {line}")
     print(result.table())
@@ -148,7 +255,15 @@ def main(argv=None) -> int:
             return _list(project)
         if args.command == "run":
             pool = dict(executor=args.executor, scheduler=args.scheduler, workers=args.workers)
-            results = _run_all(project, args.names, args.profile, args.sets, force=args.force, timeout=args.timeout, **pool)
+            results = _run_all(
+                project,
+                args.names,
+                args.profile,
+                args.sets,
+                force=args.force,
+                timeout=args.timeout,
+                **pool,
+            )
             return 0 if results else 1
         if args.command == "verdicts":
             return _verdicts(project, args.json)
@@ -156,7 +271,14 @@ def main(argv=None) -> int:
             return _assignments(project, args.names, args.out)
         if args.command == "grade":
             return _grade(project, args.submission, args.timeout)
-        return _book(project, args.profile, args.student, executor=args.executor, scheduler=args.scheduler, workers=args.workers)
+        return _book(
+            project,
+            args.profile,
+            args.student,
+            executor=args.executor,
+            scheduler=args.scheduler,
+            workers=args.workers,
+        )
     except ParameterError as err:
         print(f"collapse: error: {err}", file=sys.stderr)
         return 2

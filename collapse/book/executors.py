@@ -60,7 +60,9 @@ class DaskExecutor:
         try:
             from distributed import Client, LocalCluster
         except ImportError:
-            raise ParameterError("executor 'dask' needs dask.distributed: pip install 'collapse[dask]'") from None
+            raise ParameterError(
+                "executor 'dask' needs dask.distributed: pip install 'collapse[dask]'"
+            ) from None
         self._cluster = None
         if scheduler:
             try:
@@ -69,7 +71,9 @@ class DaskExecutor:
                 raise ParameterError(f"scheduler {scheduler!r} cannot be reached: {err}") from None
         else:
             workers = check_int("workers", workers, minimum=1)
-            self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
+            self._cluster = LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+            )
             self.client = Client(self._cluster)
         self.workers = max(1, sum(self.client.nthreads().values()))
 
@@ -80,7 +84,10 @@ class DaskExecutor:
     def map(self, fn: Callable, items: Iterable[tuple]) -> Iterator[tuple[int, object]]:
         from distributed import as_completed
 
-        futures = {self.client.submit(fn, *map(self._ship, args), pure=False): index for index, args in enumerate(items)}
+        futures = {
+            self.client.submit(fn, *map(self._ship, args), pure=False): index
+            for index, args in enumerate(items)
+        }
         try:
             for future in as_completed(futures):
                 yield futures[future], future.result()
@@ -100,12 +107,16 @@ class DaskExecutor:
 
 
 def make(kind: str = "local", *, scheduler: str | None = None, workers: int | None = None):
-    """The executor the command line asks for: --executor local|dask, --scheduler ADDRESS, --workers N."""
+    """The executor the command line asks for: --executor local|dask, --scheduler
+    ADDRESS, --workers N.
+    """
     kind = check_choice("executor", kind, EXECUTORS)
     if kind == "local":
         if scheduler or workers is not None:
             raise ParameterError("--scheduler and --workers need --executor dask")
         return LocalExecutor()
     if scheduler and workers is not None:
-        raise ParameterError("--workers sets the size of a LocalCluster; with --scheduler the cluster has its own")
+        raise ParameterError(
+            "--workers sets the size of a LocalCluster; with --scheduler the cluster has its own"
+        )
     return DaskExecutor(scheduler, 2 if workers is None else workers)

@@ -32,7 +32,9 @@ __all__ = ["VERSION", "FOLDER", "MathJaxError", "fetch", "install_from", "is_ins
 PACKAGE = "mathjax"
 VERSION = "3.2.2"
 INTEGRITY = "sha512-Bt+SSVU8eBG27zChVewOicYs7Xsdt40qm4+UpHyX7k0/O9NliPc+x77k1/FEsPsjKPZGJvtRZM1vO+geW0OhGw=="
-FOLDER = Path("book") / "_static" / "mathjax"  # relative to the project root; `mathjax_path` is relative to book/_static
+FOLDER = (
+    Path("book") / "_static" / "mathjax"
+)  # relative to the project root; `mathjax_path` is relative to book/_static
 ENTRY = "tex-chtml.js"
 STAMP = "VERSION"
 # Members of the npm tarball to keep, and where they go inside FOLDER.
@@ -50,16 +52,22 @@ class MathJaxError(RuntimeError):
 
 
 def is_installed(folder: Path) -> bool:
-    """True when `folder` holds the pinned release (its entry script and a matching version stamp)."""
+    """True when `folder` holds the pinned release (its entry script and a
+    matching version stamp).
+    """
     stamp = folder / STAMP
     return (folder / ENTRY).is_file() and stamp.is_file() and stamp.read_text().strip() == VERSION
 
 
 def _npm_pack(workdir: Path) -> Path:
-    """The pinned tarball, downloaded by npm (which checks it against the registry's own integrity)."""
+    """The pinned tarball, downloaded by npm (which checks it against the
+    registry's own integrity).
+    """
     npm = shutil.which("npm")
     if npm is None:
-        raise MathJaxError(f"npm not found: install Node.js and npm to fetch {PACKAGE}@{VERSION} from the npm registry")
+        raise MathJaxError(
+            f"npm not found: install Node.js and npm to fetch {PACKAGE}@{VERSION} from the npm registry"
+        )
     command = [npm, "pack", f"{PACKAGE}@{VERSION}", "--json", "--pack-destination", str(workdir)]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
@@ -72,19 +80,25 @@ def _check_integrity(tarball: Path, integrity: str = INTEGRITY) -> None:
     algorithm, _, expected = integrity.partition("-")
     digest = base64.b64encode(hashlib.new(algorithm, tarball.read_bytes()).digest()).decode()
     if digest != expected:
-        raise MathJaxError(f"{tarball.name}: {algorithm} is {digest}, expected the pinned {expected}")
+        raise MathJaxError(
+            f"{tarball.name}: {algorithm} is {digest}, expected the pinned {expected}"
+        )
 
 
 def _destination(member: str) -> str | None:
     """Where a tarball member goes inside FOLDER, or None when the renderer does not need it."""
     for source, target in KEEP.items():
-        if member == source or (source.endswith("/") and member.startswith(source) and "/" not in member[len(source) :]):
+        if member == source or (
+            source.endswith("/") and member.startswith(source) and "/" not in member[len(source) :]
+        ):
             return target + member[len(source) :] if source.endswith("/") else target
     return None
 
 
 def install_from(tarball: Path, folder: Path, integrity: str = INTEGRITY) -> list[Path]:
-    """Unpack what KEEP names from a verified npm tarball into `folder`, replacing it whole (never half-written)."""
+    """Unpack what KEEP names from a verified npm tarball into `folder`, replacing it
+    whole (never half-written).
+    """
     _check_integrity(tarball, integrity)
     partial = folder.with_name(f".{folder.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -108,7 +122,9 @@ def install_from(tarball: Path, folder: Path, integrity: str = INTEGRITY) -> lis
 
 
 def fetch(root: Path, *, force: bool = False) -> Path:
-    """Make sure `root`/book/_static/mathjax holds the pinned release; fetch it with npm when it does not."""
+    """Make sure `root`/book/_static/mathjax holds the pinned release; fetch it with npm when
+    it does not.
+    """
     folder = root / FOLDER
     if force or not is_installed(folder):
         with tempfile.TemporaryDirectory() as workdir:
@@ -117,7 +133,9 @@ def fetch(root: Path, *, force: bool = False) -> Path:
 
 
 def require(root: Path) -> Path:
-    """The project's MathJax folder, or a one-line ParameterError saying how to fetch it (for `collapse book`)."""
+    """The project's MathJax folder, or a one-line ParameterError saying how to fetch it
+    (for `collapse book`).
+    """
     folder = root / FOLDER
     if not is_installed(folder):
         raise ParameterError(MISSING)
@@ -125,9 +143,16 @@ def require(root: Path) -> Path:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m collapse.book.mathjax", description=f"Fetch {PACKAGE}@{VERSION} for the offline book.")
-    parser.add_argument("--root", type=Path, default=Path.cwd(), help="the checkout (default: the current folder)")
-    parser.add_argument("--force", action="store_true", help="fetch again even when the pinned release is there")
+    parser = argparse.ArgumentParser(
+        prog="python -m collapse.book.mathjax",
+        description=f"Fetch {PACKAGE}@{VERSION} for the offline book.",
+    )
+    parser.add_argument(
+        "--root", type=Path, default=Path.cwd(), help="the checkout (default: the current folder)"
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="fetch again even when the pinned release is there"
+    )
     args = parser.parse_args(argv)
     folder = args.root / FOLDER
     fresh = args.force or not is_installed(folder)
@@ -137,7 +162,9 @@ def main(argv=None) -> int:
         print(f"collapse.book.mathjax: error: {err}", file=sys.stderr)
         return 1
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-    print(f"MathJax {VERSION} {'fetched into' if fresh else 'already in'} {folder} ({size / 1e6:.1f} MB)")
+    print(
+        f"MathJax {VERSION} {'fetched into' if fresh else 'already in'} {folder} ({size / 1e6:.1f} MB)"
+    )
     return 0
 
 

@@ -25,7 +25,18 @@ from .. import provenance
 from ..checks import ParameterError
 from . import scoreboard
 
-__all__ = ["Notebook", "Project", "RunResult", "NotebookError", "PROFILES", "parse_assignments", "parse_sets", "plan", "execute", "execute_all"]
+__all__ = [
+    "Notebook",
+    "Project",
+    "RunResult",
+    "NotebookError",
+    "PROFILES",
+    "parse_assignments",
+    "parse_sets",
+    "plan",
+    "execute",
+    "execute_all",
+]
 
 PROFILES = ("fast", "book", "paper")
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -57,14 +68,26 @@ class Notebook:
         meta = nb.metadata.get("collapse", {})
         cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
         if len(cells) != 1:
-            raise ParameterError(f"{path.name}: needs exactly one cell tagged 'parameters', found {len(cells)}")
+            raise ParameterError(
+                f"{path.name}: needs exactly one cell tagged 'parameters', found {len(cells)}"
+            )
         ranges = meta.get("ranges", {}) or {}
         defaults = parse_assignments(cells[0].source, path.name)
         for name, spec in ranges.items():
             if name not in defaults or not isinstance(spec, dict) or set(spec) - _RANGE_KEYS:
-                raise ParameterError(f"{path.name}: range for {name!r} must name a parameter and use only {sorted(_RANGE_KEYS)}")
+                raise ParameterError(
+                    f"{path.name}: range for {name!r} must name a parameter and use only {sorted(_RANGE_KEYS)}"
+                )
         imports = _imports(c.source for c in nb.cells if c.cell_type == "code")
-        return cls(path.stem, path, meta.get("claim", ""), meta.get("paper_ref", ""), defaults, ranges, imports)
+        return cls(
+            path.stem,
+            path,
+            meta.get("claim", ""),
+            meta.get("paper_ref", ""),
+            defaults,
+            ranges,
+            imports,
+        )
 
     def source(self):
         import jupytext
@@ -73,7 +96,9 @@ class Notebook:
 
 
 def _imports(sources) -> tuple[str, ...]:
-    """Science modules imported by a notebook's code cells (all of them if a cell does not parse)."""
+    """Science modules imported by a notebook's code cells (all of them if a cell
+    does not parse).
+    """
     found = set()
     for source in sources:
         try:
@@ -88,20 +113,32 @@ def parse_assignments(source: str, where: str = "parameters cell") -> dict:
     try:
         tree = ast.parse(source)
     except SyntaxError as err:
-        raise ParameterError(f"{where}: the parameters cell is not valid Python ({err.msg})") from None
+        raise ParameterError(
+            f"{where}: the parameters cell is not valid Python ({err.msg})"
+        ) from None
     values = {}
     for node in tree.body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-            raise ParameterError(f"{where}: the parameters cell may hold only `name = literal` lines (line {node.lineno})")
+        if not (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
+            raise ParameterError(
+                f"{where}: the parameters cell may hold only `name = literal` lines (line {node.lineno})"
+            )
         try:
             values[node.targets[0].id] = ast.literal_eval(node.value)
         except ValueError:
-            raise ParameterError(f"{where}: parameter {node.targets[0].id!r} must be a literal value") from None
+            raise ParameterError(
+                f"{where}: parameter {node.targets[0].id!r} must be a literal value"
+            ) from None
     return values
 
 
 def _type_name(value) -> str:
-    return {bool: "a bool", int: "an int", float: "a number", str: "a string", list: "a list"}.get(type(value), type(value).__name__)
+    return {bool: "a bool", int: "an int", float: "a number", str: "a string", list: "a list"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def _check_type(name: str, value, default):
@@ -129,13 +166,19 @@ def _check_type(name: str, value, default):
 def _check_range(name: str, value, spec: dict):
     items = value if isinstance(value, list) else [value]
     if isinstance(value, list) and len(value) < spec.get("min_items", 0):
-        raise ParameterError(f"parameter {name} must have at least {spec['min_items']} items, got {len(value)}")
+        raise ParameterError(
+            f"parameter {name} must have at least {spec['min_items']} items, got {len(value)}"
+        )
     for item in items:
         if "choices" in spec and item not in spec["choices"]:
-            raise ParameterError(f"parameter {name} must be one of {', '.join(map(str, spec['choices']))}; got {item!r}")
+            raise ParameterError(
+                f"parameter {name} must be one of {', '.join(map(str, spec['choices']))}; got {item!r}"
+            )
         low, strict = spec.get("min"), spec.get("exclusive_min", False)
         if low is not None and (item < low or (strict and item == low)):
-            raise ParameterError(f"parameter {name} must be {'>' if strict else '>='} {low}, got {item!r}")
+            raise ParameterError(
+                f"parameter {name} must be {'>' if strict else '>='} {low}, got {item!r}"
+            )
         if spec.get("max") is not None and item > spec["max"]:
             raise ParameterError(f"parameter {name} must be <= {spec['max']}, got {item!r}")
 
@@ -178,7 +221,9 @@ class Project:
         for folder in (here, *here.parents, PACKAGE.parent):
             if (folder / "notebooks" / "profiles.yml").is_file():
                 return cls(folder)
-        raise ParameterError(f"no project found: run from a checkout (a folder with notebooks/profiles.yml), not {here}")
+        raise ParameterError(
+            f"no project found: run from a checkout (a folder with notebooks/profiles.yml), not {here}"
+        )
 
     @property
     def notebooks_dir(self) -> Path:
@@ -189,10 +234,14 @@ class Project:
         return self.root / "book" / "executed"
 
     def notebooks(self) -> dict[str, Notebook]:
-        return {p.stem: Notebook.load(p) for p in sorted(self.notebooks_dir.glob("[0-9][0-9]-*.md"))}
+        return {
+            p.stem: Notebook.load(p) for p in sorted(self.notebooks_dir.glob("[0-9][0-9]-*.md"))
+        }
 
     def select(self, names) -> list[Notebook]:
-        """Notebooks by full name, number ('01') or name without number; all when names is empty."""
+        """Notebooks by full name, number ('01') or name without number; all when
+        names is empty.
+        """
         available = self.notebooks()
         if not names:
             return list(available.values())
@@ -200,7 +249,9 @@ class Project:
         for name in names:
             matches = [nb for stem, nb in available.items() if name in (stem, stem[:2], stem[3:])]
             if len(matches) != 1:
-                raise ParameterError(f"notebook must be one of {', '.join(available) or '(none found)'}; got {name!r}")
+                raise ParameterError(
+                    f"notebook must be one of {', '.join(available) or '(none found)'}; got {name!r}"
+                )
             chosen.append(matches[0])
         return chosen
 
@@ -217,7 +268,9 @@ class Project:
         if data is None:
             return {}
         if not isinstance(data, dict):
-            raise ParameterError(f"notebooks/{filename} must be a mapping, got {type(data).__name__}")
+            raise ParameterError(
+                f"notebooks/{filename} must be a mapping, got {type(data).__name__}"
+            )
         return data
 
     def profiles(self) -> dict:
@@ -225,11 +278,17 @@ class Project:
         data = self._yaml("profiles.yml")
         for profile, per_notebook in data.items():
             if profile not in PROFILES:
-                raise ParameterError(f"notebooks/profiles.yml: profile must be one of {', '.join(PROFILES)}; got {profile!r}")
+                raise ParameterError(
+                    f"notebooks/profiles.yml: profile must be one of {', '.join(PROFILES)}; got {profile!r}"
+                )
             if per_notebook is None:
                 continue
-            if not isinstance(per_notebook, dict) or not all(isinstance(v, dict) or v is None for v in per_notebook.values()):
-                raise ParameterError(f"notebooks/profiles.yml: profile {profile!r} must map notebook names to {{parameter: value}}")
+            if not isinstance(per_notebook, dict) or not all(
+                isinstance(v, dict) or v is None for v in per_notebook.values()
+            ):
+                raise ParameterError(
+                    f"notebooks/profiles.yml: profile {profile!r} must map notebook names to {{parameter: value}}"
+                )
         return data
 
     def expectations(self) -> dict:
@@ -244,9 +303,13 @@ class Project:
         for name, value in from_profile.items():
             if name not in notebook.defaults:
                 allowed = ", ".join(notebook.defaults)
-                raise ParameterError(f"notebooks/profiles.yml [{profile}]: {name!r} is not a parameter of {notebook.name} (allowed: {allowed})")
+                raise ParameterError(
+                    f"notebooks/profiles.yml [{profile}]: {name!r} is not a parameter of {notebook.name} (allowed: {allowed})"
+                )
             params[name] = value
-        params.update({name: value for name, value in overrides.items() if name in notebook.defaults})
+        params.update(
+            {name: value for name, value in overrides.items() if name in notebook.defaults}
+        )
         for name, value in params.items():
             value = _check_type(name, value, notebook.defaults[name])
             _check_range(name, value, notebook.ranges.get(name, {}))
@@ -273,11 +336,15 @@ def _cached(output: Path, digest: str) -> bool:
 
 
 def _failure(name: str, err) -> NotebookError:
-    """The failing cell (its first source line and execution count) and the error, without colour codes."""
+    """The failing cell (its first source line and execution count) and the error,
+    without colour codes.
+    """
     source = (getattr(err, "source", "") or "").strip().splitlines()
     first_line = source[0] if source else "?"
     trace = _ANSI.sub("", "\n".join(getattr(err, "traceback", [])[-4:]))
-    return NotebookError(f"notebook {name} failed in cell In[{err.exec_count}] `{first_line}`: {err.ename}: {err.evalue}\n{trace}".rstrip())
+    return NotebookError(
+        f"notebook {name} failed in cell In[{err.exec_count}] `{first_line}`: {err.ename}: {err.evalue}\n{trace}".rstrip()
+    )
 
 
 def _quiet_kernel_manager():
@@ -297,7 +364,9 @@ def _quiet_kernel_manager():
     return QuietKernelManager
 
 
-def _papermill(source, output: Path, params: dict, cwd: Path, name: str, timeout: int | None, stream: bool):
+def _papermill(
+    source, output: Path, params: dict, cwd: Path, name: str, timeout: int | None, stream: bool
+):
     """Execute a notebook node with papermill into `output` (a scratch path); errors as NotebookError.
 
     stream: copy the kernel's stderr (a chunked sweep's ETA and progress bars) to ours as it comes.
@@ -306,7 +375,9 @@ def _papermill(source, output: Path, params: dict, cwd: Path, name: str, timeout
 
     import papermill
 
-    os.environ.setdefault("JUPYTER_PREFER_ENV_PATH", "1")  # this environment's kernel, not a user-wide one
+    os.environ.setdefault(
+        "JUPYTER_PREFER_ENV_PATH", "1"
+    )  # this environment's kernel, not a user-wide one
     try:
         return papermill.execute_notebook(
             source,
@@ -326,7 +397,9 @@ def _papermill(source, output: Path, params: dict, cwd: Path, name: str, timeout
 
 
 def _environment(project: Project, profile: str) -> dict:
-    """Variables the kernel gets: for the paper profile, a folder where chunked sweeps keep their chunks (collapse.chunks)."""
+    """Variables the kernel gets: for the paper profile, a folder where chunked sweeps keep
+    their chunks (collapse.chunks).
+    """
     return {"COLLAPSE_CHUNKS": str(project.executed_dir / ".chunks")} if profile == "paper" else {}
 
 
@@ -345,15 +418,33 @@ def _patched_environ(extra: dict):
                 os.environ[key] = value
 
 
-def _finish(project: Project, notebook: Notebook, executed, digest: str, params: dict, profile: str, seconds: float) -> RunResult:
-    """Records, download links and cache metadata; the notebook and its verdicts written atomically."""
+def _finish(
+    project: Project,
+    notebook: Notebook,
+    executed,
+    digest: str,
+    params: dict,
+    profile: str,
+    seconds: float,
+) -> RunResult:
+    """Records, download links and cache metadata; the notebook and its
+    verdicts written atomically.
+    """
     import nbformat
 
     output = project.executed_dir / f"{notebook.name}.ipynb"
     partial = output.with_name(f".{notebook.name}.partial.ipynb")
-    records = [{**r, "notebook": notebook.name, "profile": profile} for r in scoreboard.records_from_notebook(executed)]
+    records = [
+        {**r, "notebook": notebook.name, "profile": profile}
+        for r in scoreboard.records_from_notebook(executed)
+    ]
     _add_download_links(executed, notebook.name)
-    executed.metadata["collapse"] = {"hash": digest, "profile": profile, "parameters": params, "seconds": round(seconds, 2)}
+    executed.metadata["collapse"] = {
+        "hash": digest,
+        "profile": profile,
+        "parameters": params,
+        "seconds": round(seconds, 2),
+    }
     nbformat.write(executed, str(partial))
     _write_json(output.with_suffix(".verdicts.json"), records)
     partial.replace(output)
@@ -372,11 +463,24 @@ def _cached_result(project: Project, notebook: Notebook, digest: str) -> RunResu
     output = project.executed_dir / f"{notebook.name}.ipynb"
     if not _cached(output, digest):
         return None
-    return RunResult(notebook.name, "cached", 0.0, output, json.loads(output.with_suffix(".verdicts.json").read_text()))
+    return RunResult(
+        notebook.name,
+        "cached",
+        0.0,
+        output,
+        json.loads(output.with_suffix(".verdicts.json").read_text()),
+    )
 
 
 def execute(
-    project: Project, notebook: Notebook, params: dict, profile: str, *, force: bool = False, timeout: int | None = None, stream: bool = False
+    project: Project,
+    notebook: Notebook,
+    params: dict,
+    profile: str,
+    *,
+    force: bool = False,
+    timeout: int | None = None,
+    stream: bool = False,
 ) -> RunResult:
     """Execute one notebook (or reuse its cached result); outputs are written atomically."""
     digest = content_hash(notebook, params, profile)
@@ -388,15 +492,27 @@ def execute(
     start = time.perf_counter()
     try:
         with _patched_environ(_environment(project, profile)):
-            executed = _papermill(notebook.source(), partial, params, project.notebooks_dir, notebook.name, timeout, stream)
+            executed = _papermill(
+                notebook.source(),
+                partial,
+                params,
+                project.notebooks_dir,
+                notebook.name,
+                timeout,
+                stream,
+            )
     finally:
         seconds = time.perf_counter() - start
         partial.unlink(missing_ok=True)
     return _finish(project, notebook, executed, digest, params, profile, seconds)
 
 
-def _remote_job(text: str, name: str, params: dict, cwd: str, timeout: int | None, env: dict) -> tuple[str, float]:
-    """Run on an executor's worker: execute a notebook's MyST text, return the executed notebook as JSON and the seconds taken."""
+def _remote_job(
+    text: str, name: str, params: dict, cwd: str, timeout: int | None, env: dict
+) -> tuple[str, float]:
+    """Run on an executor's worker: execute a notebook's MyST text, return the executed notebook as
+    JSON and the seconds taken.
+    """
     import tempfile
 
     import jupytext
@@ -404,11 +520,28 @@ def _remote_job(text: str, name: str, params: dict, cwd: str, timeout: int | Non
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch, _patched_environ(env):
-        executed = _papermill(jupytext.reads(text, fmt="md:myst"), Path(scratch) / f"{name}.ipynb", params, Path(cwd), name, timeout, False)
+        executed = _papermill(
+            jupytext.reads(text, fmt="md:myst"),
+            Path(scratch) / f"{name}.ipynb",
+            params,
+            Path(cwd),
+            name,
+            timeout,
+            False,
+        )
     return nbformat.writes(executed), time.perf_counter() - start
 
 
-def execute_all(project: Project, planned, profile: str, *, force: bool = False, timeout: int | None = None, executor=None, stream: bool = False):
+def execute_all(
+    project: Project,
+    planned,
+    profile: str,
+    *,
+    force: bool = False,
+    timeout: int | None = None,
+    executor=None,
+    stream: bool = False,
+):
     """Execute planned (notebook, params) pairs, the stale ones on `executor` (collapse.executors; default: here, in order).
 
     Yields RunResults as notebooks finish: cached ones first. A remote worker needs this
@@ -419,7 +552,9 @@ def execute_all(project: Project, planned, profile: str, *, force: bool = False,
 
     if executor is None or not executor.remote:
         for notebook, params in planned:
-            yield execute(project, notebook, params, profile, force=force, timeout=timeout, stream=stream)
+            yield execute(
+                project, notebook, params, profile, force=force, timeout=timeout, stream=stream
+            )
         return
     stale = []
     for notebook, params in planned:
@@ -431,10 +566,15 @@ def execute_all(project: Project, planned, profile: str, *, force: bool = False,
             stale.append((notebook, params, digest))
     project.executed_dir.mkdir(parents=True, exist_ok=True)
     env = _environment(project, profile)
-    jobs = [(nb.path.read_text(), nb.name, params, str(project.notebooks_dir), timeout, env) for nb, params, _ in stale]
+    jobs = [
+        (nb.path.read_text(), nb.name, params, str(project.notebooks_dir), timeout, env)
+        for nb, params, _ in stale
+    ]
     for index, (text, seconds) in executor.map(_remote_job, jobs):
         notebook, params, digest = stale[index]
-        yield _finish(project, notebook, nbformat.reads(text, as_version=4), digest, params, profile, seconds)
+        yield _finish(
+            project, notebook, nbformat.reads(text, as_version=4), digest, params, profile, seconds
+        )
 
 
 def _add_download_links(executed, name: str) -> None:
@@ -449,18 +589,27 @@ def _add_download_links(executed, name: str) -> None:
         f"Download this page: {{download}}`source notebook ({name}.md) <../../notebooks/{name}.md>` · "
         f"{{download}}`executed notebook ({name}.ipynb) <{name}.ipynb>`"
     )
-    first_markdown = next((i for i, c in enumerate(executed.cells) if c.cell_type == "markdown"), -1)
-    executed.cells.insert(first_markdown + 1, nbformat.v4.new_markdown_cell(links, metadata={"tags": ["download-links"]}))
+    first_markdown = next(
+        (i for i, c in enumerate(executed.cells) if c.cell_type == "markdown"), -1
+    )
+    executed.cells.insert(
+        first_markdown + 1,
+        nbformat.v4.new_markdown_cell(links, metadata={"tags": ["download-links"]}),
+    )
 
 
 def plan(project: Project, names, profile: str, overrides: dict) -> list[tuple[Notebook, dict]]:
-    """Select notebooks and resolve every parameter before anything runs (errors: ParameterError)."""
+    """Select notebooks and resolve every parameter before anything
+    runs (errors: ParameterError).
+    """
     notebooks = project.select(names)
     unknown = [key for key in overrides if not any(key in nb.defaults for nb in notebooks)]
     if unknown:
         allowed = sorted({p for nb in notebooks for p in nb.defaults})
         names_run = ", ".join(nb.name for nb in notebooks)
-        raise ParameterError(f"--set {unknown[0]}: not a parameter of {names_run} (allowed: {', '.join(allowed)})")
+        raise ParameterError(
+            f"--set {unknown[0]}: not a parameter of {names_run} (allowed: {', '.join(allowed)})"
+        )
     return [(nb, project.resolve(nb, profile, overrides)) for nb in notebooks]
 
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from ..report import METADATA_KEY, outcome
 
-__all__ = ["records_from_notebook", "check_expectations", "scoreboard_markdown", "summary_markdown"]
+__all__ = [
+    "records_from_notebook",
+    "check_expectations",
+    "scoreboard_markdown",
+    "summary_markdown",
+]
 
 
 def records_from_notebook(notebook) -> list[dict]:
@@ -29,9 +34,13 @@ def check_expectations(records: list[dict], expectations: dict) -> list[str]:
         expected = expectations.get(r["notebook"], {}).get(r["key"], {}).get(r["profile"])
         got = outcome(r["passed"])
         if expected is None:
-            problems.append(f"{r['notebook']} {r['key']} [{r['profile']}]: {got}, but expectations.yml records no outcome")
+            problems.append(
+                f"{r['notebook']} {r['key']} [{r['profile']}]: {got}, but expectations.yml records no outcome"
+            )
         elif expected != got:
-            problems.append(f"{r['notebook']} {r['key']} [{r['profile']}]: {got}, expected {expected}")
+            problems.append(
+                f"{r['notebook']} {r['key']} [{r['profile']}]: {got}, expected {expected}"
+            )
     return problems
 
 
@@ -53,13 +62,25 @@ def scoreboard_markdown(records: list[dict], expectations: dict) -> str:
         why = expectations.get(r["notebook"], {}).get(r["key"], {}).get("why", "")
         mark = "reproduced" if r["passed"] else f"**not reproduced**{': ' + why if why else ''}"
         link = f"[{r['notebook']}]({r['notebook']}.ipynb)"
-        cells = [mark, link, f"{r['claim']} (`{r['key']}`)", r["paper_ref"], r["measured"], r["expected"], r["profile"]]
-        lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+        cells = [
+            mark,
+            link,
+            f"{r['claim']} (`{r['key']}`)",
+            r["paper_ref"],
+            r["measured"],
+            r["expected"],
+            r["profile"],
+        ]
+        lines.append(
+            "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def summary_markdown(records: list[dict], expectations: dict) -> str:
-    """A few lines for the intro page: how many verdicts reproduced, and which did not, with why."""
+    """A few lines for the intro page: how many verdicts reproduced, and which did
+    not, with why.
+    """
     if not records:
         return "No notebook has been executed yet: run `collapse book` to fill this in.\n"
     failed = [r for r in records if not r["passed"]]
@@ -71,6 +92,12 @@ def summary_markdown(records: list[dict], expectations: dict) -> str:
     if failed:
         lines += ["", "Not reproduced:", ""]
         for r in failed:
-            why = expectations.get(r["notebook"], {}).get(r["key"], {}).get("why", "see the notebook")
-            lines.append(f"- {r['claim']} ({r['paper_ref']}; {{doc}}`/book/executed/{r['notebook']}`): measured {r['measured']}. {why}")
+            why = (
+                expectations.get(r["notebook"], {})
+                .get(r["key"], {})
+                .get("why", "see the notebook")
+            )
+            lines.append(
+                f"- {r['claim']} ({r['paper_ref']}; {{doc}}`/book/executed/{r['notebook']}`): measured {r['measured']}. {why}"
+            )
     return "\n".join(lines) + "\n"
