@@ -59,6 +59,7 @@ bench: install
 	$(BIN)/python benchmarks/mtg_gradients.py
 	$(BIN)/python benchmarks/spectra.py
 	$(BIN)/python benchmarks/chunked_resume.py
+	$(BIN)/python benchmarks/notebook_times.py
 
 clean:
 	rm -rf _build book/executed

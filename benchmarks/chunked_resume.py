@@ -10,7 +10,8 @@ override: --samples sequences in chunks of --batch. Three runs, each a fresh pro
 
 Then every chunk file and the final metrics of B must equal A's, byte for byte.
 
-    python benchmarks/chunked_resume.py [--samples 8] [--batch 1] [--stop-after 3] [--signal INT|KILL]
+    python benchmarks/chunked_resume.py [--samples 8] [--batch 1] [--stop-after 3]
+        [--signal INT|KILL]
 """
 
 from __future__ import annotations
@@ -99,7 +100,8 @@ def main() -> None:
         process.send_signal(getattr(signal, f"SIG{args.signal}"))
         status = process.wait()
         print(
-            f"interrupted: SIG{args.signal} after {len(list(resumed.glob('chunk-*.npy')))} chunk files (exit status {status})"
+            f"interrupted: SIG{args.signal} after "
+            f"{len(list(resumed.glob('chunk-*.npy')))} chunk files (exit status {status})"
         )
         start = time.perf_counter()
         if child(resumed, args).wait():

@@ -1,4 +1,5 @@
-"""One prepared run on a machine with a CUDA GPU: the cuda code paths against the CPU, then one paper-profile timing.
+"""One prepared run on a machine with a CUDA GPU: the cuda code paths against the CPU, then one
+paper-profile timing.
 
 1. Equivalence on small inputs, float64, cuda vs cpu (relative 1e-10 unless noted):
    san.simulate (every variant), sweep.sweep, chunks.sweep (a chunk folder reused on
@@ -106,8 +107,10 @@ def fraction_timing(samples: int) -> None:
     seconds = time.perf_counter() - start
     flops = cost.grid_flops({"san": config}, 128, 12 * samples)
     print(
-        f"timing: notebook 05 BERT sweep, {samples} of 3000 samples, float64 on {torch.cuda.get_device_name()}: {seconds:.1f} s, "
-        f"{flops / seconds / 1e12:.2f} TFLOP/s; all 3000 samples: ~{seconds * 3000 / samples:.0f} s ({len(frame)} rows)",
+        f"timing: notebook 05 BERT sweep, {samples} of 3000 samples, "
+        f"float64 on {torch.cuda.get_device_name()}: {seconds:.1f} s, "
+        f"{flops / seconds / 1e12:.2f} TFLOP/s; "
+        f"all 3000 samples: ~{seconds * 3000 / samples:.0f} s ({len(frame)} rows)",
         flush=True,
     )
 
@@ -151,7 +154,7 @@ def notebook_timing(limit: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--limit",
         type=float,
@@ -172,7 +175,8 @@ def main() -> None:
     fraction_timing(args.fraction_samples)
     notebook_timing(args.limit - (time.perf_counter() - start))
     print(
-        f"gpu_check: {len(failures)} failed ({', '.join(failures) or 'none'}) in {time.perf_counter() - start:.0f} s"
+        f"gpu_check: {len(failures)} failed ({', '.join(failures) or 'none'}) "
+        f"in {time.perf_counter() - start:.0f} s"
     )
     sys.exit(1 if failures else 0)
 

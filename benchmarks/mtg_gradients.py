@@ -18,7 +18,8 @@ input), not this norm.
 for key-query A(X) and LayerNorm) for key-query N(0,1) attention at L = 2 and that T,
 5 seeds, and prints its FLOP rate as a fraction of a plain matmul's in this process.
 
-    python benchmarks/mtg_gradients.py [--T 20 40 80 150] [--depth 10] [--seeds 5] [--threads 1] [--autograd 40]
+    python benchmarks/mtg_gradients.py [--T 20 40 80 150] [--depth 10] [--seeds 5]
+        [--threads 1] [--autograd 40]
 """
 
 from __future__ import annotations
@@ -62,10 +63,12 @@ def main() -> None:
     args = parser.parse_args()
     runtime.use_threads(args.threads)
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); float64 matmul {matmul_rate():.1f} GFLOP/s"
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); "
+        f"float64 matmul {matmul_rate():.1f} GFLOP/s"
     )
     print(
-        f"grid: Markov A, A-perp, A+skip, A-perp+skip; T = d in {args.T}; L = 2..{args.depth}; {args.seeds} seeds"
+        "grid: Markov A, A-perp, A+skip, A-perp+skip; "
+        f"T = d in {args.T}; L = 2..{args.depth}; {args.seeds} seeds"
     )
     seeds = range(args.seeds)
     total = time.perf_counter()
@@ -80,12 +83,13 @@ def main() -> None:
                 assert torch.isfinite(norms).all() and (norms > 0).all()
                 levels.append(norms.log().mean(1)[-1].item())
         print(
-            f"T = {T:4d}: {time.perf_counter() - start:6.2f} s   mean log||J||^2 at L = {args.depth}: "
-            + ", ".join(f"{v:.1f}" for v in levels)
+            f"T = {T:4d}: {time.perf_counter() - start:6.2f} s   "
+            f"mean log||J||^2 at L = {args.depth}: " + ", ".join(f"{v:.1f}" for v in levels)
         )
     wall = time.perf_counter() - total
     print(
-        f"total wall time: {wall:.1f} s ({len(args.T) * 4 * (args.depth - 1) * args.seeds} exact norms; target <= 600 s)"
+        f"total wall time: {wall:.1f} s "
+        f"({len(args.T) * 4 * (args.depth - 1) * args.seeds} exact norms; target <= 600 s)"
     )
     if args.autograd:
         T = args.autograd
@@ -97,7 +101,8 @@ def main() -> None:
         rate = gradients.autograd_flops(T, T, 2, args.seeds, keyquery=True) / seconds / 1e9
         print(
             f"autograd, key-query N(0,1), L = 2, T = {T}, {args.seeds} seeds: {seconds:.2f} s, "
-            f"~{rate:.1f} GFLOP/s = {rate / matmul_rate():.2f} of a plain matmul; cost grows like T^5"
+            f"~{rate:.1f} GFLOP/s = {rate / matmul_rate():.2f} of a plain matmul; "
+            "cost grows like T^5"
         )
 
 

@@ -2,7 +2,8 @@
 
 The README of the official code runs
 
-    python stable_ranks.py --list_gammas 1 0.5 0.2 --n_simulations 5 --n_layers 10 --list_n 20 40 60 80 100 150
+    python stable_ranks.py --list_gammas 1 0.5 0.2 --n_simulations 5 --n_layers 10
+        --list_n 20 40 60 80 100 150
 
 over the configurations of its configs.py. We run the nine of rebuttal Fig. VII: random
 Markov A and A⊥ = A - 11^T/T, each with nothing, +LN, +skip and +skip+LN, plus Identity A
@@ -22,7 +23,8 @@ One thread by default: on a machine whose cores are busy, two OpenMP threads spi
 each other in the many small batched eigen-decompositions (we measured 12 s with one thread
 and 165 s with two under load); --threads 0 keeps torch's default.
 
-    python benchmarks/mtg_stable_rank.py [--seeds 5] [--layers 10] [--threads 1] [--official-float32]
+    python benchmarks/mtg_stable_rank.py [--seeds 5] [--layers 10] [--threads 1]
+        [--official-float32]
 """
 
 from __future__ import annotations
@@ -78,8 +80,10 @@ def main() -> int:
     bad = int((~np.isfinite(values)).sum())
     runs = frame.groupby(["variant", "gamma", "T", "seed"]).ngroups
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads: {len(frame['variant'].unique())} variants x "
-        f"{len(GAMMAS)} gammas x {len(T_VALUES)} T x {args.seeds} seeds = {runs} runs of {args.layers} layers"
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads: "
+        f"{len(frame['variant'].unique())} variants x "
+        f"{len(GAMMAS)} gammas x {len(T_VALUES)} T x {args.seeds} seeds = "
+        f"{runs} runs of {args.layers} layers"
     )
     print(f"wall time {seconds:.1f} s; {values.size} stable-rank values, {bad} non-finite")
     last = frame[(frame["T"] == 150) & (frame["gamma"] == 1.0)]
@@ -96,7 +100,8 @@ def main() -> int:
         ]  # the official script records the output of every block, not the input
         lost = ~np.isfinite(layers["official_gram_stable_rank"].to_numpy())
         print(
-            f"float32 with the official metric: {lost.sum()} of {lost.size} values non-finite ({lost.mean():.1%}), {seconds:.1f} s"
+            f"float32 with the official metric: {lost.sum()} of {lost.size} values non-finite "
+            f"({lost.mean():.1%}), {seconds:.1f} s"
         )
         print(
             layers.assign(lost=lost)

@@ -8,8 +8,8 @@ process. Machines here are noisy; ratios measured side by side are not.
 
 When `transformers` is installed it also times a reference: the same attention-only
 stack built from transformers' BertSelfAttention modules (with its "eager" and its
-"sdpa" attention implementations) plus each layer's output projection, layer by layer, with the same
-weights, mask and per-layer mu, and prints how many times faster the SAN is (the
+"sdpa" attention implementations) plus each layer's output projection, layer by layer, with
+the same weights, mask and per-layer mu, and prints how many times faster the SAN is (the
 reference's modules are built before timing; the SAN draws its weights inside).
 Both must agree on mu to 1e-5 (float32) / 1e-10 (float64) of its first-layer value, or
 it stops (relative to mu itself would not do: once tokens collapse, mu is rounding noise).
@@ -110,7 +110,8 @@ def measure(dtype, args) -> tuple[float, float, float, dict[str, float]]:
         worst = float((ours - theirs).abs().max() / ours[0].abs().max())
         if worst > (1e-5 if dtype == torch.float32 else 1e-10):
             raise SystemExit(
-                f"{dtype}, {kind}: the transformers reference disagrees with the SAN (mu differs by {worst:.1e} of its first value)"
+                f"{dtype}, {kind}: the transformers reference disagrees with the SAN "
+                f"(mu differs by {worst:.1e} of its first value)"
             )
         references[kind] = (
             flops
@@ -133,21 +134,25 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=12)
     args = parser.parse_args()
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads; batch {args.batch}, N={args.tokens}, d=768, 12 heads, {args.layers} layers"
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
+        f"batch {args.batch}, N={args.tokens}, d=768, 12 heads, {args.layers} layers"
     )
     for dtype in (torch.float32, torch.float64):
         san_rate, matmul_rate, predrawn_rate, references = measure(dtype, args)
         name = str(dtype).removeprefix("torch.")
         print(
             f"{name}: SAN {san_rate:6.1f} GFLOP/s, matmul {matmul_rate:6.1f} GFLOP/s, "
-            f"ratio {san_rate / matmul_rate:.2f} (weights pre-drawn: {predrawn_rate / matmul_rate:.2f})"
+            f"ratio {san_rate / matmul_rate:.2f} "
+            f"(weights pre-drawn: {predrawn_rate / matmul_rate:.2f})"
         )
         if not references:
             print(f"{name}: transformers not installed, no reference")
         for kind, reference in references.items():
             print(
-                f"{name}: transformers BertSelfAttention ({kind}) {reference:6.1f} GFLOP/s, ratio {reference / matmul_rate:.2f}; "
-                f"SAN speed-up {san_rate / reference:.2f}x (weights pre-drawn: {predrawn_rate / reference:.2f}x)"
+                f"{name}: transformers BertSelfAttention ({kind}) {reference:6.1f} GFLOP/s, "
+                f"ratio {reference / matmul_rate:.2f}; "
+                f"SAN speed-up {san_rate / reference:.2f}x "
+                f"(weights pre-drawn: {predrawn_rate / reference:.2f}x)"
             )
 
 

@@ -3,10 +3,10 @@
 For each T, draws A = markov.random_markov(T) (seed 0; the draw is not timed and its
 time is printed apart), times markov.lanczos_singular_values(A, k) and checks its
 values against a reference: the full SVD (torch.linalg.svdvals) for T <= --full-svd-max,
-else scipy's ARPACK (svds, 64 Lanczos vectors, tol=0, float64) unless --full-svd-max covers it too (a full
-SVD at T = 16384 takes about 15 min on two cores). Prints time, speed-up and the largest
-|difference| relative to sigma_1 (target: <= 1e-8; >= 20x faster at T = 4096 and under
-10 s at T = 16384).
+else scipy's ARPACK (svds, 64 Lanczos vectors, tol=0, float64) unless --full-svd-max covers
+it too (a full SVD at T = 16384 takes about 15 min on two cores). Prints time, speed-up and
+the largest |difference| relative to sigma_1 (target: <= 1e-8; >= 20x faster at T = 4096
+and under 10 s at T = 16384).
 
     python benchmarks/spectra.py [--T 4096 16384] [--k 2] [--full-svd-max 4096]
 """
@@ -66,9 +66,11 @@ def main() -> None:
         truth, ref_seconds, ref_name = reference(A, args.k, size <= args.full_svd_max)
         error = float(np.abs(values.numpy() - truth).max() / truth[0])
         print(
-            f"T = {size}: Lanczos {seconds:.2f} s ({info['steps']} steps, {info['passes']} passes), {ref_name} {ref_seconds:.2f} s, "
+            f"T = {size}: Lanczos {seconds:.2f} s "
+            f"({info['steps']} steps, {info['passes']} passes), {ref_name} {ref_seconds:.2f} s, "
             f"speed-up {ref_seconds / seconds:.1f}x; max |difference| / sigma_1 = {error:.1e}; "
-            f"sigma = {', '.join(f'{v:.12f}' for v in values.tolist())}; drawing A took {draw:.1f} s (not timed)"
+            f"sigma = {', '.join(f'{v:.12f}' for v in values.tolist())}; "
+            f"drawing A took {draw:.1f} s (not timed)"
         )
         del A
 

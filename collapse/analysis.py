@@ -79,7 +79,8 @@ def rates(
     stop: int | None = None,
     floor: float = 1e-10,
 ) -> pd.DataFrame:
-    """Least-squares slope of log(metric) against the layer, per (config, mask, d_qk): mean and std over runs.
+    """Least-squares slope of log(metric) against the layer, per (config, mask, d_qk): mean and std
+    over runs.
 
     Why: PAPERS.md's rate checks fit only layers start..stop-1 where mu/mu(0) > floor
     (float64 floors log mu near -35). A run with fewer than two such layers gives NaN.
@@ -104,7 +105,8 @@ def summary(
     stop: int | None = None,
     floor: float = 1e-10,
 ) -> pd.DataFrame:
-    """Per (config, mask, d_qk): mean log(metric) at the first and last layer, their difference and the fitted slope.
+    """Per (config, mask, d_qk): mean log(metric) at the first and last layer, their difference and
+    the fitted slope.
 
     Why: every verdict on a sweep reads these numbers (a net fall, a slope, an ordering
     at the last layer); one table keeps the notebooks short. Columns first, last,

@@ -38,7 +38,8 @@ def temperature_scale(d_qk, like: torch.Tensor, extra_dims: int):
 
 
 def scores(Q: torch.Tensor, K: torch.Tensor, d_qk=None) -> torch.Tensor:
-    """Q K^T / sqrt(d_qk); d_qk (default: the key width; a float or a tensor over batch dims) is a temperature."""
+    """Q K^T / sqrt(d_qk); d_qk (default: the key width; a float or a tensor over batch dims) is a
+    temperature."""
     scale = math.sqrt(Q.shape[-1]) if d_qk is None else temperature_scale(d_qk, Q, 2)
     return Q @ K.transpose(-1, -2) / scale
 
@@ -65,13 +66,15 @@ def attention_matrix(X, W_Q, W_K, mask=None, d_qk=None) -> torch.Tensor:
     check_matrix("X", X)
     if X.shape[-1] != W_Q.shape[-2] or X.shape[-1] != W_K.shape[-2]:
         raise ParameterError(
-            f"W_Q and W_K must have {X.shape[-1]} rows to match X, got {tuple(W_Q.shape)}, {tuple(W_K.shape)}"
+            f"W_Q and W_K must have {X.shape[-1]} rows to match X, got {tuple(W_Q.shape)}, "
+            f"{tuple(W_K.shape)}"
         )
     return masked_softmax(scores(X @ W_Q, X @ W_K, d_qk), mask)
 
 
 def scale_layernorm(X: torch.Tensor) -> torch.Tensor:
-    """The theory's LayerNorm: each token divided by its Euclidean norm (no centring, gain or sqrt(d))."""
+    """The theory's LayerNorm: each token divided by its Euclidean norm (no centring, gain or
+    sqrt(d))."""
     return X / torch.linalg.vector_norm(X, dim=-1, keepdim=True)
 
 
@@ -84,6 +87,7 @@ LAYERNORMS = {"scale": scale_layernorm, "centered": centered_layernorm}
 
 
 def remove_outlier(A: torch.Tensor) -> torch.Tensor:
-    """The Mind-the-Gap fix A - (1/T) 1 1^T: deflates the eigenvalue 1 of a row-stochastic A to 0."""
+    """The Mind-the-Gap fix A - (1/T) 1 1^T: deflates the eigenvalue 1 of a row-stochastic A to
+    0."""
     check_matrix("A", A, square=True)
     return A - 1.0 / A.shape[-1]

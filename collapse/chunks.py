@@ -42,7 +42,8 @@ from .san import SANConfig
 
 __all__ = ["sweep", "digest", "ENV_FOLDER"]
 
-ENV_FOLDER = "COLLAPSE_CHUNKS"  # a folder for the chunk folders of sweeps that name none (the runner sets it for the paper profile)
+# A folder for the chunk folders of sweeps that name none (set for the paper profile).
+ENV_FOLDER = "COLLAPSE_CHUNKS"
 _CALIBRATION_SAMPLES = 4
 
 
@@ -64,7 +65,8 @@ def digest(grid: _sweep.Grid, batch_size: int | None) -> str:
 
 
 def _open_folder(folder: Path, key: str, n_jobs: int) -> None:
-    """Create the folder and its manifest, or check that it holds this sweep; remove temporary files of a killed run."""
+    """Create the folder and its manifest, or check that it holds this sweep; remove temporary
+    files of a killed run."""
     folder.mkdir(parents=True, exist_ok=True)
     manifest = folder / "manifest.json"
     if manifest.is_file():
@@ -74,7 +76,8 @@ def _open_folder(folder: Path, key: str, n_jobs: int) -> None:
             held = None
         if held != key:
             raise ParameterError(
-                f"chunk folder {folder} holds a different sweep (inputs, grid or library changed): use another folder or delete it"
+                f"chunk folder {folder} holds a different sweep (inputs, grid or library "
+                "changed): use another folder or delete it"
             )
     else:
         _write_atomic(
@@ -95,7 +98,8 @@ def _write_atomic(path: Path, write) -> None:
 
 
 def _compute(X, job: _sweep.Job, mask: torch.Tensor, names, device: str) -> np.ndarray:
-    """One job's metrics as one float64 array (configs, metrics, L+1, M, T, S); runs wherever the executor puts it."""
+    """One job's metrics as one float64 array (configs, metrics, L+1, M, T, S); runs wherever the
+    executor puts it."""
     X, mask = torch.as_tensor(X).to(device), mask.to(device)
     result = _sweep.run_job(X, job, mask, names)
     return np.stack(
@@ -104,7 +108,8 @@ def _compute(X, job: _sweep.Job, mask: torch.Tensor, names, device: str) -> np.n
 
 
 def _timed(X, job: _sweep.Job, mask: torch.Tensor, names, device: str) -> float:
-    """Best of two runs of a job, in seconds (the first also warms up threads, allocator and imports)."""
+    """Best of two runs of a job, in seconds (the first also warms up threads, allocator and
+    imports)."""
     times = []
     for _ in range(2):
         start = time.perf_counter()
@@ -125,7 +130,8 @@ def _duration(seconds: float) -> str:
 
 
 def _calibrate(grid: _sweep.Grid, job: _sweep.Job, executor, args) -> float:
-    """FLOP/s of one worker on a one-layer, few-sample copy of `job` (small batches run slower: the ETA errs long)."""
+    """FLOP/s of one worker on a one-layer, few-sample copy of `job` (small batches run slower: the
+    ETA errs long)."""
     small = replace(
         job,
         group={k: replace(c, n_layers=1) for k, c in job.group.items()},
@@ -158,11 +164,12 @@ def sweep(
     executor=None,
     progress: bool | None = None,
 ) -> pd.DataFrame:
-    """`collapse.sweep.sweep`, job by job on `executor`, each job's result kept in `folder` and reused.
+    """`collapse.sweep.sweep`, job by job on `executor`, each job's result kept in `folder` and
+    reused.
 
     Returns the same DataFrame as `sweep.sweep` with the same arguments. folder None
     uses $COLLAPSE_CHUNKS/sweep-<digest> when that variable is set, else keeps nothing.
-    executor: a `collapse.executors` executor (default: this process). progress (default:
+    executor: a `collapse.book.executors` executor (default: this process). progress (default:
     on when a folder is used) prints the work left and an ETA from a short calibration
     before starting, then a progress bar with the FLOP rate and ETA.
     """
@@ -211,8 +218,10 @@ def sweep(
     if progress and pending:
         rate = _calibrate(grid, grid.jobs[pending[0]], executor, args)
         print(
-            f"sweep: {len(grid.jobs)} chunks, {len(grid.jobs) - len(pending)} done, {len(pending)} to run ({total / 1e12:.3g} TFLOP); "
-            f"calibrated {rate / 1e9:.3g} GFLOP/s per worker x {executor.workers}: ETA {_duration(total / (rate * executor.workers))}"
+            f"sweep: {len(grid.jobs)} chunks, {len(grid.jobs) - len(pending)} done, "
+            f"{len(pending)} to run ({total / 1e12:.3g} TFLOP); "
+            f"calibrated {rate / 1e9:.3g} GFLOP/s per worker x {executor.workers}: ETA "
+            f"{_duration(total / (rate * executor.workers))}"
             + (f"; chunks in {folder}" if folder else ""),
             file=sys.stderr,
             flush=True,

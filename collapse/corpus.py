@@ -24,7 +24,8 @@ __all__ = ["Corpus", "load_text", "token_windows"]
 
 @dataclass(frozen=True)
 class Corpus:
-    """A text and what a reader needs to know about it: where it came from, its licence, size and hash."""
+    """A text and what a reader needs to know about it: where it came from, its licence, size and
+    hash."""
 
     text: str
     name: str
@@ -64,7 +65,8 @@ def _wikipedia(n_articles: int = 2000) -> Corpus:
         import datasets
     except ImportError:
         raise ParameterError(
-            "corpus 'wikipedia' needs the optional package datasets: pip install 'collapse[wikipedia]'"
+            "corpus 'wikipedia' needs the optional package datasets: pip install "
+            "'collapse[wikipedia]'"
         ) from None
     try:
         stream = datasets.load_dataset(
@@ -75,7 +77,8 @@ def _wikipedia(n_articles: int = 2000) -> Corpus:
         )
     except Exception as err:  # no network, hub refused: a clear line instead of a traceback
         raise ParameterError(
-            f"corpus 'wikipedia' could not be streamed ({type(err).__name__}); use the default corpus or a path"
+            f"corpus 'wikipedia' could not be streamed ({type(err).__name__}); use the default "
+            "corpus or a path"
         ) from None
     return Corpus(
         text, f"English Wikipedia (20231101.en), first {n_articles} articles", "CC BY-SA 4.0"
@@ -83,7 +86,8 @@ def _wikipedia(n_articles: int = 2000) -> Corpus:
 
 
 def load_text(source: str | Path | None = None) -> Corpus:
-    """The default corpus (None), "wikipedia" (network + datasets), or a text file or folder of .txt files."""
+    """The default corpus (None), "wikipedia" (network + datasets), or a text file or folder of
+    .txt files."""
     if source is None or source == "default":
         return _pydoc_topics()
     if source == "wikipedia":
@@ -91,7 +95,8 @@ def load_text(source: str | Path | None = None) -> Corpus:
     path = Path(source)
     if not path.exists():
         raise ParameterError(
-            f"corpus must be 'default', 'wikipedia' or an existing text file or folder; {str(path)!r} does not exist"
+            "corpus must be 'default', 'wikipedia' or an existing text file or folder; "
+            f"{str(path)!r} does not exist"
         )
     return _files(path)
 
@@ -123,7 +128,8 @@ def token_windows(
     n_windows = ids.numel() - body + 1
     if n_samples > n_windows:
         raise ParameterError(
-            f"corpus too small: {corpus.name} has {ids.numel()} tokens, {max(n_windows, 0)} distinct windows of {body}; asked for {n_samples}"
+            f"corpus too small: {corpus.name} has {ids.numel()} tokens, {max(n_windows, 0)} "
+            f"distinct windows of {body}; asked for {n_samples}"
         )
     starts = torch.randperm(
         n_windows, generator=torch.Generator().manual_seed(check_int("seed", seed, minimum=0))

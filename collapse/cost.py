@@ -18,7 +18,8 @@ __all__ = ["grid_flops", "eta_seconds"]
 
 
 def grid_flops(configs: Mapping[str, SANConfig], n_tokens: int, n_runs: int) -> float:
-    """Useful FLOPs of a sweep: each config run on n_runs sequences (samples x masks x d_qk x seeds).
+    """Useful FLOPs of a sweep: each config run on n_runs sequences (samples x masks x d_qk x
+    seeds).
 
     Why: DESIGN.md asks the paper profile to print an ETA before it starts. Counts
     2 x multiply-adds of the Q/K/V(/O) projections, scores, A V and, for "full", the FFN;

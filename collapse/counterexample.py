@@ -29,7 +29,6 @@ from .runtime import use_threads
 
 __all__ = [
     "value_matrix",
-    "causal_average",
     "step",
     "iterate",
     "trajectory",
@@ -70,15 +69,6 @@ def value_matrix(d: int, w: float, normalized: bool = False) -> torch.Tensor:
     return W / torch.linalg.matrix_norm(W, ord=2) if normalized else W
 
 
-def causal_average(N: int) -> torch.Tensor:
-    """Attention with W_Q = W_K = 0 under a causal mask: A_ij = 1/i for j <= i (1-based)."""
-    N = check_int("N", N, minimum=1)
-    return (
-        torch.tril(torch.ones(N, N, dtype=torch.float64))
-        / torch.arange(1, N + 1, dtype=torch.float64)[:, None]
-    )
-
-
 def _layer(
     X: torch.Tensor, W_V: torch.Tensor, counts: torch.Tensor, layernorm: bool
 ) -> torch.Tensor:
@@ -115,7 +105,8 @@ def iterate(
     steps = check_int("steps", steps, minimum=0)
     if W_V.shape[-1] != X0.shape[-1]:
         raise ParameterError(
-            f"W_V must be {X0.shape[-1]} x {X0.shape[-1]} to match X0's width, got {tuple(W_V.shape)}"
+            f"W_V must be {X0.shape[-1]} x {X0.shape[-1]} to match X0's width, got "
+            f"{tuple(W_V.shape)}"
         )
     X, W_V, counts = X0.double(), W_V.double(), _counts(X0.shape[-2])
     path = [X] if keep_path else None
@@ -159,12 +150,14 @@ def fixed_points(w: float) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def basin(w: float) -> tuple[float, float]:
-    """Open arc (degrees) of token 2's initial angles that converge to P- with token 1 at (0, 1)."""
+    """Open arc (degrees) of token 2's initial angles that converge to P- with token 1 at (0,
+    1)."""
     return 180.0 - math.degrees(math.acos(1 / _check_w(w))), 270.0
 
 
 def angle_grid_states(theta_deg, token1=(0.0, 1.0)) -> torch.Tensor:
-    """Initial states (len(theta), 2, 2): token 1 fixed, token 2 on the unit circle at each angle."""
+    """Initial states (len(theta), 2, 2): token 1 fixed, token 2 on the unit circle at each
+    angle."""
     theta = torch.as_tensor(theta_deg, dtype=torch.float64).reshape(-1)
     token2 = torch.stack(
         [torch.cos(torch.deg2rad(theta)), torch.sin(torch.deg2rad(theta))], dim=-1
@@ -287,7 +280,8 @@ def tangent_basis(X: torch.Tensor) -> torch.Tensor:
 
 
 def stability_modes(X: torch.Tensor, w: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eigenvalues (complex, sorted by modulus) of the LN step linearised at X, and real unit directions.
+    """Eigenvalues (complex, sorted by modulus) of the LN step linearised at X, and real unit
+    directions.
 
     The Jacobian of X -> LN(A X W_V) is taken by autograd and restricted to the tangent
     planes of the tokens (its range lies there at an equilibrium). |lambda| < 1: the
@@ -313,7 +307,8 @@ def stability_modes(X: torch.Tensor, w: float) -> tuple[torch.Tensor, torch.Tens
 def perturb_and_iterate(
     X: torch.Tensor, w: float, directions: torch.Tensor, eps: float, steps: int
 ) -> torch.Tensor:
-    """||X_t - X||_F for t = 0..steps, starting from LN(X + eps * direction), one column per direction.
+    """||X_t - X||_F for t = 0..steps, starting from LN(X + eps * direction), one column per
+    direction.
 
     Why: the linearisation says nothing along eigenvalues of modulus 1; iterating the
     full nonlinear map from small perturbations shows which ones come back.
@@ -322,7 +317,8 @@ def perturb_and_iterate(
     eps = check_float("eps", eps, positive=True)
     if directions.shape[-2:] != X.shape:
         raise ParameterError(
-            f"directions must have shape (M, {X.shape[0]}, {X.shape[1]}), got {tuple(directions.shape)}"
+            f"directions must have shape (M, {X.shape[0]}, {X.shape[1]}), got "
+            f"{tuple(directions.shape)}"
         )
     starts = scale_layernorm(X.double() + eps * directions.double())
     path = iterate(starts, value_matrix(X.shape[-1], w), steps, keep_path=True)

@@ -107,7 +107,8 @@ def floor_layer(mu, *, floor: float = 1e-10) -> np.ndarray:
 
 
 def max_rise(mu, *, floor: float = 1e-10) -> np.ndarray:
-    """Largest increase of log mu over any stretch of layers, max over t2 > t1 of log mu(t2) - log mu(t1).
+    """Largest increase of log mu over any stretch of layers, max over t2 > t1 of log mu(t2) - log
+    mu(t1).
 
     Why: Theorem 1 bounds mu only up to a constant C, so mu may grow for a while before
     it falls (a causal window spreads token 1 through the sequence); a least-squares

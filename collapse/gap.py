@@ -3,7 +3,7 @@
 Following the official code of Nait Saada, Naderi & Tanner (PAPERS.md M3-M5):
 
     X_l = A_l X_{l-1} W_l          W_l ~ N(0, 1) entrywise, no 1/sqrt(d)
-    +skip:  X_l = X_{l-1} + A_l X_{l-1} W_l      (one residual; the official block adds it twice, D10)
+    +skip:  X_l = X_{l-1} + A_l X_{l-1} W_l      (one residual; the official block adds two)
     +LN:    nn.LayerNorm(d) (centred, eps 1e-5, no affine) applied last, post-LN
     fix:    A_l replaced by A_l - (1/T) 1 1^T, which removes the outlier eigenvalue 1
 
@@ -103,7 +103,8 @@ class GapConfig:
 def isometric_input(
     T: int, d: int, *, generator: torch.Generator | None = None, dtype=torch.float64
 ) -> torch.Tensor:
-    """T x d with orthonormal rows (T <= d) or columns (T > d): a slice of a Haar orthogonal matrix."""
+    """T x d with orthonormal rows (T <= d) or columns (T > d): a slice of a Haar orthogonal
+    matrix."""
     n = max(check_int("T", T, minimum=1), check_int("d", d, minimum=1))
     q, r = torch.linalg.qr(torch.randn(n, n, generator=generator, dtype=torch.float64))
     return (q * torch.sign(torch.diagonal(r)))[:T, :d].to(dtype)
@@ -130,7 +131,8 @@ def attention_draws(
 
 
 def layer_attention(kind: str, X: torch.Tensor, draws: dict[str, torch.Tensor]) -> torch.Tensor:
-    """This layer's attention at X (..., T, d) from its draws: A, I, or softmax(X W_Q (X W_K)^T / sqrt(d))."""
+    """This layer's attention at X (..., T, d) from its draws: A, I, or softmax(X W_Q (X W_K)^T /
+    sqrt(d))."""
     T = X.shape[-2]
     if kind == "markov":
         return draws["A"]
@@ -218,7 +220,8 @@ def _clone(g: torch.Generator) -> torch.Generator:
 def _run_group(
     configs: list[GapConfig], gens, X0, names, dtype, device
 ) -> dict[str, torch.Tensor]:
-    """Configurations sharing T, d, n_layers and attention kind, all seeds at once -> {metric: (C, L+1, S)}.
+    """Configurations sharing T, d, n_layers and attention kind, all seeds at once -> {metric: (C,
+    L+1, S)}.
 
     One draw per layer and seed feeds every configuration; each configuration then takes
     its own gap_layer step, batched over the seeds (so its numbers are gap_layer's).
@@ -264,7 +267,8 @@ def simulate_many(
     device=None,
     seed_batch: int | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Per-layer metrics (n_configs, L+1, n_seeds) of several configurations with the same T, d and depth.
+    """Per-layer metrics (n_configs, L+1, n_seeds) of several configurations with the same T, d and
+    depth.
 
     Why: a grid (the nine curves of Fig. VII, or the README sweep) costs one draw of each
     layer's random matrices per seed and attention kind instead of one per configuration,
@@ -327,7 +331,8 @@ def simulate(
 
 
 def width_for(T: int, gamma: float) -> int:
-    """Width d for T tokens at aspect ratio gamma = T/d, as the official code computes it: int(1/gamma * T)."""
+    """Width d for T tokens at aspect ratio gamma = T/d, as the official code computes it:
+    int(1/gamma * T)."""
     T = check_int("T", T, minimum=1)
     gamma = check_float("gamma", gamma, positive=True)
     if gamma > 1:
@@ -338,7 +343,8 @@ def width_for(T: int, gamma: float) -> int:
 
 
 def fig7_variants(attention: str = "markov", *, identity: bool = True) -> dict[str, dict]:
-    """{A, A⊥} x {-, +LN, +skip, +skip+LN} (+ Identity A): the curves of rebuttal Fig. VII and the README sweep.
+    """{A, A⊥} x {-, +LN, +skip, +skip+LN} (+ Identity A): the curves of rebuttal Fig. VII and the
+    README sweep.
 
     Why: one place that names the nine configurations every MtG depth and width plot uses;
     values are GapConfig keyword arguments, keys the paper-style labels.
@@ -376,7 +382,8 @@ def width_sweep(
     device=None,
     seed_batch: int | None = None,
 ) -> pd.DataFrame:
-    """Every variant at every (gamma, T) with d = int(T/gamma): one row per (variant, gamma, T, layer, seed).
+    """Every variant at every (gamma, T) with d = int(T/gamma): one row per (variant, gamma, T,
+    layer, seed).
 
     Why: the README stable-rank sweep and rebuttal Figs. X-XI are this grid. Each cell is
     one `simulate_many` call, so variants of one attention kind are paired within a cell.
@@ -416,7 +423,8 @@ def width_sweep_flops(
     n_seeds: int,
     max_width: int | None = None,
 ) -> float:
-    """Useful FLOPs of `width_sweep` (2 x multiply-adds of A X, X W, the key-query products and the Gram metric).
+    """Useful FLOPs of `width_sweep` (2 x multiply-adds of A X, X W, the key-query products and the
+    Gram metric).
 
     Why: the paper profile prints an ETA before it starts ; pair with cost.eta_seconds.
     """
@@ -438,7 +446,8 @@ def width_sweep_flops(
 
 @torch.inference_mode()
 def first_layer(config: GapConfig, seeds: int | Sequence[int] = 0) -> dict[str, torch.Tensor]:
-    """X_0, the first layer's attention A (as drawn, before the fix), W and the output X_1, batched over seeds.
+    """X_0, the first layer's attention A (as drawn, before the fix), W and the output X_1, batched
+    over seeds.
 
     Why: to look inside the layer that `simulate` ran (with its very draws), e.g. how large
     the attention branch A⊥ X W is next to the skip X in the Xavier "trap" (PAPERS M4).
@@ -457,7 +466,8 @@ def first_layer(config: GapConfig, seeds: int | Sequence[int] = 0) -> dict[str, 
 
 
 def free_product_edge(gamma: float) -> float:
-    """Right edge of MP(1) ⊠ MP(gamma): min over z > 0 of (1+z)^2 (1+gamma z) / z, at z = (sqrt(1+8 gamma) - 1) / (4 gamma).
+    """Right edge of MP(1) ⊠ MP(gamma): min over z > 0 of (1+z)^2 (1+gamma z) / z, at z = (sqrt(1+8
+    gamma) - 1) / (4 gamma).
 
     Why: after the fix, T A⊥A⊥^T has the Marchenko-Pastur law of ratio 1 (the quarter-circle
     law of PAPERS M1), and X_0 W is a T x d Gaussian matrix (X_0 has orthonormal rows), whose

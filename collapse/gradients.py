@@ -86,7 +86,8 @@ class Network:
         )
 
     def attention(self, layer: int, X: torch.Tensor) -> torch.Tensor:
-        """Layer `layer`'s (0-based) attention at input X: fixed for Markov/identity, A(X) otherwise."""
+        """Layer `layer`'s (0-based) attention at input X: fixed for Markov/identity, A(X)
+        otherwise."""
         if self.QK is None:
             return self.A[layer]
         W_Q, W_K = self.QK[layer]
@@ -94,7 +95,8 @@ class Network:
 
 
 def _draw_one(config: gap.GapConfig, seed: int):
-    """One seed's X_0 and layers, drawn as gap.simulate draws them (the same stream, order and maps)."""
+    """One seed's X_0 and layers, drawn as gap.simulate draws them (the same stream, order and
+    maps)."""
     X0, g = gap.input_and_generator(config, seed)
     X, W, A, QK = X0, [], [], []
     for _ in range(config.n_layers):
@@ -149,7 +151,8 @@ def _structured(net: Network, skip: bool) -> list[torch.Tensor]:
     c = net.config
     if c.attention not in ("markov", "identity") or c.layernorm or c.skip != skip:
         raise ParameterError(
-            f"this closed form needs Markov or identity attention, no LayerNorm and skip={skip}; got {c.label}"
+            f"this closed form needs Markov or identity attention, no LayerNorm and skip={skip}; "
+            f"got {c.label}"
         )
     return [remove_outlier(a) if c.fix else a for a in net.A]
 
@@ -204,7 +207,8 @@ def closed_form_skip(net: Network, *, max_bytes: float = 2e8) -> torch.Tensor:
 
 
 def _auto_chunk(net: Network) -> int:
-    """Cotangents per vmap batch: the backward holds ~8 (T, max(T, d)) tensors per layer and cotangent.
+    """Cotangents per vmap batch: the backward holds ~8 (T, max(T, d)) tensors per layer and
+    cotangent.
 
     Small batches (tens of MB on a CPU) keep the working set in cache; a GPU gets GBs.
     """
@@ -312,7 +316,8 @@ VARIANTS = {
 def norm_grid(
     kinds, variants, Ts, depths, seeds, *, fixes=(False, True), frozen: bool = False, device=None
 ) -> pd.DataFrame:
-    """||dX_L/dW_1||_F^2 over a grid, as a tidy DataFrame (one row per kind, variant, fix, T, L, seed).
+    """||dX_L/dW_1||_F^2 over a grid, as a tidy DataFrame (one row per kind, variant, fix, T, L,
+    seed).
 
     d = T throughout (the paper's setting). One network of depth max(depths) per
     (kind, variant, fix, T) serves every depth. frozen=True holds every attention

@@ -23,7 +23,8 @@ def embedding_inputs(
     dtype=torch.float64,
     device=None,
 ) -> torch.Tensor:
-    """BERT's embedding output at random init, (n_samples, n_tokens, d): LN(word + position + type).
+    """BERT's embedding output at random init, (n_samples, n_tokens, d): LN(word + position +
+    type).
 
     Why: Wu et al. feed the SANs BERT's embedding output. At random init the three tables
     are N(0, std^2), BERT's initializer range; the position table and the one token-type row

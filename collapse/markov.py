@@ -68,7 +68,8 @@ def quarter_circle_cdf(x):
 
 
 def ks_distance(samples) -> float:
-    """Kolmogorov-Smirnov distance between the samples' empirical CDF and the quarter-circle law."""
+    """Kolmogorov-Smirnov distance between the samples' empirical CDF and the quarter-circle
+    law."""
     x = np.sort(np.asarray(samples, dtype=float).ravel())
     if x.size == 0:
         raise ParameterError("samples must not be empty")
@@ -83,7 +84,8 @@ def _svds_top(matrix: np.ndarray, k: int) -> np.ndarray:
 
 
 def _orthonormal_block(F: torch.Tensor, V: torch.Tensor | None) -> torch.Tensor:
-    """Orthonormal columns spanning F with V's span projected out: two rounds of Gram-Schmidt, each followed by QR."""
+    """Orthonormal columns spanning F with V's span projected out: two rounds of Gram-Schmidt, each
+    followed by QR."""
     for _ in range(2):
         if V is not None and V.shape[-1]:
             F = F - V @ (V.mT @ F)
@@ -94,7 +96,8 @@ def _orthonormal_block(F: torch.Tensor, V: torch.Tensor | None) -> torch.Tensor:
 def _gram_product(
     M: torch.Tensor, V: torch.Tensor, rows: int = 32
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(W, Z) = (M V, M^T M V) with M read once: for each block of rows R, W_R = R V and Z += R^T W_R.
+    """(W, Z) = (M V, M^T M V) with M read once: for each block of rows R, W_R = R V and Z += R^T
+    W_R.
 
     Why: for large T the products run at memory bandwidth, so reading M once instead of
     twice saves up to half the time; Z is accumulated as rows (W_R^T R), because torch's
@@ -113,7 +116,8 @@ def _gram_product(
 
 
 def _ritz(G: torch.Tensor, V: torch.Tensor, Z: torch.Tensor, k: int):
-    """Ritz values sigma (descending), vectors Y, and the top-k relative residuals ||A^T u - sigma v|| / sigma_1."""
+    """Ritz values sigma (descending), vectors Y, and the top-k relative residuals ||A^T u - sigma
+    v|| / sigma_1."""
     theta, Y = torch.linalg.eigh((G + G.mT) / 2)
     theta, Y = theta.flip(-1).clamp_min(0), Y.flip(-1)
     sigma, top = theta.sqrt(), min(k, theta.shape[-1])
@@ -128,8 +132,9 @@ def _ritz(G: torch.Tensor, V: torch.Tensor, Z: torch.Tensor, k: int):
 
 
 def _settled(history: list[torch.Tensor], tol: float, patience: int) -> torch.Tensor:
-    """Whether each of the top-k Ritz values has stopped moving: its remaining change, extrapolated geometrically
-    from the changes d0, d1 over the last two windows of `patience` steps (Ritz values only grow), is <= tol * sigma_1."""
+    """Whether each of the top-k Ritz values has stopped moving: its remaining change,
+    extrapolated geometrically from the changes d0, d1 over the last two windows of `patience`
+    steps (Ritz values only grow), is <= tol * sigma_1."""
     if len(history) <= 2 * patience:
         return torch.zeros_like(history[-1], dtype=torch.bool)
     now, mid, old = history[-1], history[-1 - patience], history[-1 - 2 * patience]
@@ -151,7 +156,8 @@ def lanczos_singular_values(
     max_steps: int | None = None,
     seed: int = 0,
 ) -> tuple[torch.Tensor, dict]:
-    """The k largest singular values of each matrix by thick-restart (block) Lanczos on A^T A, float64, batched.
+    """The k largest singular values of each matrix by thick-restart (block) Lanczos on A^T A,
+    float64, batched.
 
     Why: a full SVD of a T x T matrix costs ~15 s at T = 4096 here and ~15 min at T = 16384,
     while sigma_1 and sigma_2 need only a few hundred matrix-vector products, which run at
@@ -225,7 +231,10 @@ def lanczos_singular_values(
     info["certified"] = bool(m >= n or info["residual"] <= tol)
     info["converged"] = done
     if not done:
-        message = f"Lanczos stopped after {max_steps} steps, relative residual {info['residual']:.1e} > tol {tol:.1e}"
+        message = (
+            f"Lanczos stopped after {max_steps} steps, relative residual "
+            f"{info['residual']:.1e} > tol {tol:.1e}"
+        )
         warnings.warn(message, RuntimeWarning, stacklevel=2)
     return torch.linalg.svdvals(W[..., :m])[..., :k].to(A.device), info
 
@@ -253,9 +262,8 @@ def top_singular_values(
         return torch.linalg.svdvals(A)[..., :k]
     if method == "lanczos" and A.device.type != "cpu":
         return lanczos_singular_values(A, k, tol=tol)[0].to(A.dtype)
-    if (
-        method == "lanczos"
-    ):  # on the CPU one matrix at a time: a batched matrix-vector product is ~10x slower than a loop
+    # on the CPU one matrix at a time: a batched matrix-vector product is ~10x slower than a loop
+    if method == "lanczos":
         flat = A.reshape(-1, *A.shape[-2:])
         values = torch.stack([lanczos_singular_values(m, k, tol=tol)[0] for m in flat])
         return values.reshape(*A.shape[:-2], k).to(A.dtype)
@@ -267,7 +275,8 @@ def top_singular_values(
 
 
 def eigenvalues(A: torch.Tensor) -> torch.Tensor:
-    """Complex eigenvalues of each square matrix, sorted by decreasing modulus (the Perron value 1 first for a Markov A)."""
+    """Complex eigenvalues of each square matrix, sorted by decreasing modulus (the Perron value 1
+    first for a Markov A)."""
     check_matrix("A", A, square=True)
     values = torch.linalg.eigvals(A.to(torch.float64))
     order = values.abs().argsort(dim=-1, descending=True)
@@ -275,7 +284,8 @@ def eigenvalues(A: torch.Tensor) -> torch.Tensor:
 
 
 def second_moment(samples) -> float:
-    """Mean of x^2 over the samples; the quarter-circle law on [0, 2] has second moment exactly 1."""
+    """Mean of x^2 over the samples; the quarter-circle law on [0, 2] has second moment exactly
+    1."""
     x = np.asarray(samples, dtype=float).ravel()
     if x.size == 0:
         raise ParameterError("samples must not be empty")
@@ -283,7 +293,8 @@ def second_moment(samples) -> float:
 
 
 def matched_distance(a, b) -> float:
-    """Largest |a_i - b_pi(i)| under the matching pi of the two multisets that minimises the total distance.
+    """Largest |a_i - b_pi(i)| under the matching pi of the two multisets that minimises the total
+    distance.
 
     Why: "the eigenvalues of A - (1/T) 1 1^T are those of A with 1 replaced by 0" compares two
     multisets of complex numbers; sorting complex values is fragile, an optimal matching is not.
@@ -303,7 +314,8 @@ def matched_distance(a, b) -> float:
 
 
 def logit_std(A: torch.Tensor) -> torch.Tensor:
-    """Standard deviation of log A after removing each row's mean, pooled over rows (one value per matrix).
+    """Standard deviation of log A after removing each row's mean, pooled over rows (one value per
+    matrix).
 
     Why: log A equals the attention logits up to a per-row constant, so this is the spread of
     the logits across keys, the one number that decides whether a softmax attention matrix

@@ -21,7 +21,6 @@ from .checks import ParameterError, check_int
 __all__ = [
     "make",
     "names",
-    "from_adjacency",
     "check_mask",
     "distances",
     "centers",
@@ -103,24 +102,12 @@ def make(name: str, n: int, *, device=None, **kw) -> torch.Tensor:
     return builder(n, device, **kw)
 
 
-def from_adjacency(adjacency, *, self_loops: bool = True) -> torch.Tensor:
-    """Mask from any square 0/1 or boolean matrix (entry [i, j]: i attends to j)."""
-    adj = torch.as_tensor(adjacency)
-    if adj.ndim != 2 or adj.shape[0] != adj.shape[1] or adj.shape[0] < 1:
-        raise ParameterError(
-            f"adjacency must be a non-empty square 2-D matrix, got shape {tuple(adj.shape)}"
-        )
-    mask = adj != 0
-    if self_loops:
-        mask = mask | torch.eye(mask.shape[0], dtype=torch.bool, device=mask.device)
-    return check_mask(mask)
-
-
 def check_mask(mask: torch.Tensor) -> torch.Tensor:
     """Raise unless `mask` is a boolean (..., n, n) tensor in which every row allows a token."""
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         raise ParameterError(
-            f"mask must be a torch.bool tensor, got {type(mask).__name__} {getattr(mask, 'dtype', '')}"
+            f"mask must be a torch.bool tensor, got {type(mask).__name__} "
+            f"{getattr(mask, 'dtype', '')}"
         )
     if mask.ndim < 2 or mask.shape[-1] != mask.shape[-2]:
         raise ParameterError(f"mask must have shape (..., n, n), got {tuple(mask.shape)}")

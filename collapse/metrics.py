@@ -54,7 +54,8 @@ def _singular_values(X: torch.Tensor) -> torch.Tensor:
 
 
 def squared_singular_values(X: torch.Tensor) -> torch.Tensor:
-    """sigma_i^2 of X (ascending), from the eigenvalues of the smaller Gram matrix; NaN for a zero or non-finite X.
+    """sigma_i^2 of X (ascending), from the eigenvalues of the smaller Gram matrix; NaN for a zero
+    or non-finite X.
 
     Why: batched svdvals of wide matrices (150 x 750) is ~20x slower here than eigvalsh of
     the 150 x 150 Gram matrix, and the stable ranks only need the large sigma, whose error is
@@ -145,7 +146,8 @@ def check_metric_names(names, allowed=None) -> tuple[str, ...]:
 
 
 def evaluate(X: torch.Tensor, names) -> dict[str, torch.Tensor]:
-    """Several metrics of X at once, sharing one Gram eigendecomposition and one SVD between the spectral ones."""
+    """Several metrics of X at once, sharing one Gram eigendecomposition and one SVD between the
+    spectral ones."""
     names = check_metric_names(names)
     lam = squared_singular_values(X) if any(n in _FROM_GRAM for n in names) else None
     s = _singular_values(X) if any(n in _FROM_SVD for n in names) else None

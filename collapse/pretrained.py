@@ -32,7 +32,8 @@ FAMILIES = ("bert", "gpt2")
 
 @dataclass
 class PretrainedModel:
-    """A loaded checkpoint: the unmodified architecture as a SANConfig, its layers and its embeddings."""
+    """A loaded checkpoint: the unmodified architecture as a SANConfig, its layers and its
+    embeddings."""
 
     name: str
     family: str
@@ -45,11 +46,13 @@ class PretrainedModel:
     final_norm: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def variant(self, name: str) -> san.SANConfig:
-        """The config of one of san.VARIANTS built from this model's weights ("full" is the model itself)."""
+        """The config of one of san.VARIANTS built from this model's weights ("full" is the model
+        itself)."""
         return replace(self.config, variant=check_choice("variant", name, san.VARIANTS))
 
     def embed(self, token_ids: torch.Tensor) -> torch.Tensor:
-        """X(0): the embedding output for (batch, n) token ids (BERT: LN(word + position + type); GPT-2: word + position)."""
+        """X(0): the embedding output for (batch, n) token ids (BERT: LN(word + position + type);
+        GPT-2: word + position)."""
         n = token_ids.shape[-1]
         if n > self.max_positions:
             raise ParameterError(
@@ -75,7 +78,8 @@ class PretrainedModel:
 
 
 def model_directory(source: str | Path | None = None) -> Path:
-    """The directory of `source`: a path, an installed package's bundled model, or the default package."""
+    """The directory of `source`: a path, an installed package's bundled model, or the default
+    package."""
     if source is None or (
         isinstance(source, str)
         and not Path(source).exists()
@@ -98,7 +102,8 @@ def model_directory(source: str | Path | None = None) -> Path:
     path = Path(source)
     if not path.is_dir():
         raise ParameterError(
-            f"model directory {str(path)!r} does not exist (expected config.json, model.safetensors, tokenizer)"
+            f"model directory {str(path)!r} does not exist (expected config.json, "
+            "model.safetensors, tokenizer)"
         )
     return path
 
@@ -121,7 +126,8 @@ def _read_tensors(path: Path, dtype) -> dict[str, torch.Tensor]:
     file = path / "model.safetensors"
     if not file.is_file():
         raise ParameterError(
-            f"model directory {str(path)!r} has no model.safetensors (only safetensors weights are loaded)"
+            f"model directory {str(path)!r} has no model.safetensors (only safetensors weights "
+            "are loaded)"
         )
     try:
         tensors = load_file(str(file))
@@ -145,7 +151,8 @@ def _read_tokenizer(path: Path):
         tokenizer = ByteLevelBPETokenizer(str(path / "vocab.json"), str(path / "merges.txt"))
     else:
         raise ParameterError(
-            f"model directory {str(path)!r} has no tokenizer (tokenizer.json, or vocab.json + merges.txt)"
+            f"model directory {str(path)!r} has no tokenizer (tokenizer.json, or vocab.json + "
+            "merges.txt)"
         )
     tokenizer.no_truncation()  # windows are cut by token count here, never by the tokenizer
     tokenizer.no_padding()
@@ -165,7 +172,8 @@ class _Weights:
     def __call__(self, key: str) -> torch.Tensor:
         if key not in self.tensors:
             raise ParameterError(
-                f"{self.path / 'model.safetensors'} lacks tensor {key!r}: not a complete {self.family} checkpoint"
+                f"{self.path / 'model.safetensors'} lacks tensor {key!r}: not a complete "
+                f"{self.family} checkpoint"
             )
         return self.tensors[key]
 
@@ -225,7 +233,8 @@ def _gpt2_layer(get: _Weights, i: int, d: int) -> san.LayerWeights:
         *(t.contiguous() for t in (W_Q, W_K, W_V)), b_Q, b_K, b_V,
         get(p + "attn.c_proj.weight"), get(p + "attn.c_proj.bias"),
         get(p + "ln_1.weight"), get(p + "ln_1.bias"),
-        get(p + "mlp.c_fc.weight"), get(p + "mlp.c_fc.bias"), get(p + "mlp.c_proj.weight"), get(p + "mlp.c_proj.bias"),
+        get(p + "mlp.c_fc.weight"), get(p + "mlp.c_fc.bias"),
+        get(p + "mlp.c_proj.weight"), get(p + "mlp.c_proj.bias"),
         get(p + "ln_2.weight"), get(p + "ln_2.bias"),
     )  # fmt: skip
 
@@ -268,13 +277,15 @@ def _load_gpt2(cfg: dict, get: _Weights) -> dict:
 
 
 def load(source: str | Path | None = None, *, dtype=torch.float64) -> PretrainedModel:
-    """Load a BERT- or GPT-2-family checkpoint from a directory or an installed package (default: MiniLM-L6)."""
+    """Load a BERT- or GPT-2-family checkpoint from a directory or an installed package (default:
+    MiniLM-L6)."""
     path = model_directory(source)
     cfg = _read_config(path)
     family = cfg.get("model_type")
     if family not in FAMILIES:
         raise ParameterError(
-            f"model_type must be one of {', '.join(FAMILIES)} (config.json in {str(path)!r}); got {family!r}"
+            f"model_type must be one of {', '.join(FAMILIES)} (config.json in {str(path)!r}); "
+            f"got {family!r}"
         )
     get = _Weights(_read_tensors(path, dtype), ("bert.", "transformer.", "model."), path, family)
     parts = _load_bert(cfg, get) if family == "bert" else _load_gpt2(cfg, get)

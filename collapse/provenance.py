@@ -22,7 +22,6 @@ from pathlib import Path
 __all__ = ["NUMERIC_PACKAGES", "digest", "science_modules", "dependencies", "imported_modules"]
 
 LIBRARY = Path(__file__).resolve().parent
-TOOLING = "book"
 # Packages whose version can change a number or a figure (the packaged model's weights too).
 NUMERIC_PACKAGES = (
     "torch",

@@ -251,7 +251,8 @@ def _layernorm(X, config: SANConfig, weight, bias):
 
 
 def apply_layer(X, w: LayerWeights, config: SANConfig, mask=None, scale=None):
-    """One layer of the configured variant; returns (X', attention matrices). scale as in self_attention."""
+    """One layer of the configured variant; returns (X', attention matrices). scale as in
+    self_attention."""
     if config.variant == "full" and config.pre_ln:
         return _pre_ln_layer(X, w, config, mask, scale)
     y, A = self_attention(X, w, config, mask, scale)
@@ -273,7 +274,8 @@ def _ffn(h, w: LayerWeights, config: SANConfig):
 
 
 def _pre_ln_layer(X, w: LayerWeights, config: SANConfig, mask, scale):
-    """GPT-2's layer: H = X + SA(LN1(X)); X' = H + MLP(LN2(H)) (the residual stream is never normalised)."""
+    """GPT-2's layer: H = X + SA(LN1(X)); X' = H + MLP(LN2(H)) (the residual stream is never
+    normalised)."""
     y, A = self_attention(_layernorm(X, config, w.ln1_weight, w.ln1_bias), w, config, mask, scale)
     h = X + y
     return h + _ffn(_layernorm(h, config, w.ln2_weight, w.ln2_bias), w, config), A
@@ -291,7 +293,8 @@ class Simulation:
 
 
 def _align_to_batch(w: LayerWeights, ndim: int) -> LayerWeights:
-    """Give per-seed weights (S, ...) singleton dims so they broadcast over X's other batch dims."""
+    """Give per-seed weights (S, ...) singleton dims so they broadcast over X's other batch
+    dims."""
 
     def reshape(t):
         core = 2 if t.ndim == 3 else 1
@@ -303,7 +306,8 @@ def _align_to_batch(w: LayerWeights, ndim: int) -> LayerWeights:
 def _check_inputs(X0, config: SANConfig, mask, d_qk, seed):
     if not isinstance(X0, torch.Tensor) or X0.ndim < 2 or X0.shape[-1] != config.d:
         raise ParameterError(
-            f"X0 must be a tensor of shape (..., n, d={config.d}), got {tuple(getattr(X0, 'shape', ()))}"
+            f"X0 must be a tensor of shape (..., n, d={config.d}), got "
+            f"{tuple(getattr(X0, 'shape', ()))}"
         )
     if not X0.is_floating_point():
         raise ParameterError(f"X0 must be a floating-point tensor, got {X0.dtype}")
@@ -311,7 +315,8 @@ def _check_inputs(X0, config: SANConfig, mask, d_qk, seed):
         check_mask(mask)
         if mask.shape[-1] != X0.shape[-2]:
             raise ParameterError(
-                f"mask must be ({X0.shape[-2]}, {X0.shape[-2]}) to match X0's tokens, got {tuple(mask.shape)}"
+                f"mask must be ({X0.shape[-2]}, {X0.shape[-2]}) to match X0's tokens, got "
+                f"{tuple(mask.shape)}"
             )
         mask = mask.to(X0.device)
     scale = None if d_qk is None else temperature_scale(d_qk, X0, 3)

@@ -43,7 +43,8 @@ def _check_grid(X0, configs, masks, d_qk):
         raise ParameterError("configs and masks must each name at least one entry")
     if not isinstance(X0, torch.Tensor) or X0.ndim not in (2, 3) or not X0.is_floating_point():
         raise ParameterError(
-            f"X0 must be a floating-point tensor (samples, n, d) or (n, d), got {tuple(getattr(X0, 'shape', ()))}"
+            "X0 must be a floating-point tensor (samples, n, d) or (n, d), got "
+            f"{tuple(getattr(X0, 'shape', ()))}"
         )
     n, d = X0.shape[-2:]
     for label, config in configs.items():
@@ -53,7 +54,8 @@ def _check_grid(X0, configs, masks, d_qk):
         check_mask(mask)
         if mask.shape != (n, n):
             raise ParameterError(
-                f"mask {name!r} must have shape ({n}, {n}) to match X0's tokens, got {tuple(mask.shape)}"
+                f"mask {name!r} must have shape ({n}, {n}) to match X0's tokens, got "
+                f"{tuple(mask.shape)}"
             )
     d_qk = list(d_qk)
     if not d_qk:
@@ -65,7 +67,8 @@ def _check_grid(X0, configs, masks, d_qk):
 
 
 def _weight_key(config: SANConfig) -> tuple:
-    """What decides a config's weights: configs with equal keys share them (variant and LN do not matter)."""
+    """What decides a config's weights: configs with equal keys share them (variant and LN do not
+    matter)."""
     return (
         config.d,
         config.n_heads,
@@ -87,10 +90,11 @@ def _groups(configs: Mapping[str, SANConfig]) -> list[dict[str, SANConfig]]:
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of a sweep: a weight-sharing group of configs, one network seed, samples start..stop-1.
+    """One unit of a sweep: a weight-sharing group of configs, one network seed, samples
+    start..stop-1.
 
     Why: jobs are independent and deterministic, so they can run in any order, in
-    another process or on another machine (collapse.chunks, collapse.executors) and
+    another process or on another machine (collapse.chunks, collapse.book.executors) and
     still give the bits one loop would.
     """
 
@@ -103,7 +107,8 @@ class Job:
 
 @dataclass(frozen=True)
 class Grid:
-    """A checked sweep: inputs (S, n, d), stacked masks (M, 1, 1, n, n), metric names and the jobs in output order."""
+    """A checked sweep: inputs (S, n, d), stacked masks (M, 1, 1, n, n), metric names and the jobs
+    in output order."""
 
     X0: torch.Tensor
     mask: torch.Tensor
@@ -113,7 +118,8 @@ class Grid:
 
 
 def plan(X0, configs, masks, *, d_qk=(None,), metrics=("mu",), seed=0, batch_size=None) -> Grid:
-    """Check a sweep's arguments (as `sweep`) and split it into jobs: seed-major, then group, then sample batch."""
+    """Check a sweep's arguments (as `sweep`) and split it into jobs: seed-major, then group, then
+    sample batch."""
     d_qk = _check_grid(X0, configs, masks, d_qk)
     names = tuple(_metrics.check_metric_names(metrics))
     X0 = X0 if X0.ndim == 3 else X0[None]
@@ -136,7 +142,8 @@ def plan(X0, configs, masks, *, d_qk=(None,), metrics=("mu",), seed=0, batch_siz
 def run_job(
     X: torch.Tensor, job: Job, mask: torch.Tensor, names, progress: bool = False
 ) -> dict[str, dict[str, torch.Tensor]]:
-    """Run every config of the job's group on its samples X (S, n, d) x masks (M) x temperatures (T).
+    """Run every config of the job's group on its samples X (S, n, d) x masks (M) x temperatures
+    (T).
 
     Returns {label: {metric: float64 CPU tensor (L+1, M, T, S)}}.
     """
@@ -187,7 +194,8 @@ def _tidy(result, labels: dict, offset: int) -> pd.DataFrame:
 def job_frames(
     grid: Grid, job: Job, result: dict[str, dict[str, torch.Tensor]]
 ) -> list[pd.DataFrame]:
-    """A job's result as tidy rows, one frame per config label (the order `sweep` concatenates them in)."""
+    """A job's result as tidy rows, one frame per config label (the order `sweep` concatenates them
+    in)."""
     labels = {"mask": list(grid.mask_names), "d_qk": list(job.d_qk), "seed": job.seed}
     return [
         _tidy(values, {**labels, "config": label}, job.start) for label, values in result.items()

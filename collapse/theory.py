@@ -23,9 +23,7 @@ __all__ = [
     "theorem1_rate",
     "theorem1_bound",
     "theorem2_rate",
-    "theorem2_bound",
     "corollary1_rate",
-    "corollary1_bound",
     "run_epsilon",
     "mask_table",
     "layernorm_rate",
@@ -33,7 +31,8 @@ __all__ = [
 
 
 def epsilon(A: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Smallest entry of each attention matrix on the allowed edges (min over the last two dims)."""
+    """Smallest entry of each attention matrix on the allowed edges (min over the last two
+    dims)."""
     if mask is not None:
         A = A.masked_fill(~mask, math.inf)
     return A.amin(dim=(-2, -1))
@@ -66,7 +65,8 @@ def theorem1_bound(t, eps: float, r: int, C: float = 1.0):
 
 
 def theorem2_rate(eps: float, r: int, N: int) -> float:
-    """log(1 - N eps^(2r)) / (2r): Theorem 2 (scale-only LN, orthogonal W_V, strongly connected, N eps < 1)."""
+    """log(1 - N eps^(2r)) / (2r): Theorem 2 (scale-only LN, orthogonal W_V, strongly connected, N
+    eps < 1)."""
     eps, r = _check(eps, r)
     N = check_int("N", N, minimum=1)
     if N * eps >= 1:
@@ -74,24 +74,15 @@ def theorem2_rate(eps: float, r: int, N: int) -> float:
     return math.log1p(-N * eps ** (2 * r)) / (2 * r)
 
 
-def theorem2_bound(t, eps: float, r: int, N: int, C: float = 1.0):
-    """C (1 - N eps^(2r))^(t / (2r)) at layers t."""
-    return _bound(t, theorem2_rate(eps, r, N), C)
-
-
 def corollary1_rate(eps: float, r: int, n_centers: int = 1) -> float:
-    """log(1 - n eps^(2r)) / (2r): Corollary 1 (quasi-strongly connected, non-negative initial cosines)."""
+    """log(1 - n eps^(2r)) / (2r): Corollary 1 (quasi-strongly connected, non-negative initial
+    cosines)."""
     eps, r = _check(eps, r)
     n_centers = check_int("n_centers", n_centers, minimum=1)
     q = n_centers * eps ** (2 * r)
     if q >= 1:
         raise ParameterError(f"Corollary 1 needs n_centers * eps^(2r) < 1, got {q}")
     return math.log1p(-q) / (2 * r)
-
-
-def corollary1_bound(t, eps: float, r: int, n_centers: int = 1, C: float = 1.0):
-    """C (1 - n eps^(2r))^(t / (2r)) at layers t."""
-    return _bound(t, corollary1_rate(eps, r, n_centers), C)
 
 
 def run_epsilon(eps_history) -> np.ndarray:

@@ -130,7 +130,8 @@ def init_weights(config: TrainConfig, seed: int) -> dict[str, torch.Tensor]:
 def forward(
     X: torch.Tensor, weights: dict[str, torch.Tensor], shift: torch.Tensor
 ) -> torch.Tensor:
-    """The stack on X (..., B, T, d); weights (..., L, d, d) per model; shift (...,): 1/T where fixed, else 0.
+    """The stack on X (..., B, T, d); weights (..., L, d, d) per model; shift (...,): 1/T where
+    fixed, else 0.
 
     Leading dims of X, the weights and shift broadcast (models x data).
     """
@@ -254,7 +255,8 @@ def train(
 
 
 def best_lr(final: torch.Tensor) -> torch.Tensor:
-    """Index of the learning rate with the lowest mean final loss over seeds, per fix: final (S, n_lr, n_fix).
+    """Index of the learning rate with the lowest mean final loss over seeds, per fix: final (S,
+    n_lr, n_fix).
 
     A non-finite loss counts as +inf, so a diverged lr is never chosen unless every lr diverged.
     """
@@ -309,7 +311,8 @@ def _at_best(losses: torch.Tensor) -> torch.Tensor:
 
 
 def summary(runs: dict, lrs) -> pd.DataFrame:
-    """Per (kind, depth, fix): best lr, mean initial and final loss, and the seed-mean of final/initial."""
+    """Per (kind, depth, fix): best lr, mean initial and final loss, and the seed-mean of
+    final/initial."""
     rows = []
     for (kind, depth), losses in runs.items():
         curves, best = _at_best(losses), best_lr(losses[-1]).tolist()

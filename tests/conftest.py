@@ -26,8 +26,10 @@ def copy_sources(target: Path) -> Path:
 
 
 def without_network(command: list[str]) -> list[str]:
-    """`command` in a fresh network namespace with only loopback (kernels talk over 127.0.0.1), where the
-    machine allows one: then nothing in it can download. Unchanged where `unshare -n` is not permitted."""
+    """`command` in a fresh network namespace with only loopback (kernels talk over 127.0.0.1),
+    where the machine allows one: then nothing in it can download. Unchanged where `unshare -n`
+    is not permitted.
+    """
     if (
         not (shutil.which("unshare") and shutil.which("ip"))
         or subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode

@@ -1,4 +1,5 @@
-"""Graded exercises: every notebook has one, assignments replace solutions by stubs, and grading scores each check.
+"""Graded exercises: every notebook has one, assignments replace solutions by stubs, and grading
+scores each check.
 
 A small toy notebook exercises the grader's paths (unanswered, answered, raising, looping,
 tampered checks, a dying kernel) in a few seconds each; one real notebook is graded as
@@ -200,8 +201,8 @@ def test_a_loop_that_ignores_the_interrupt_stops_grading_with_a_clear_line(toy, 
     result = grade(toy, submission(toy, tmp_path, "total = sum(range(10**12))"), "--timeout", "2")
     assert result.returncode == 1
     assert (
-        "execution stopped: a cell ran past 2 s and did not respond to the interrupt (in cell `total = sum(range(10**12))`)"
-        in result.stdout
+        "execution stopped: a cell ran past 2 s and did not respond to the interrupt "
+        "(in cell `total = sum(range(10**12))`)" in result.stdout
     )
     assert "not run: execution stopped before this check finished" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
@@ -219,7 +220,8 @@ def test_checks_come_from_the_source_notebook(toy, tmp_path):
 
     def tamper(nb):
         first, second = tagged(nb, "check")
-        first.source = "# Check: total is the sum of x\nassert total is not None"  # a check weakened so that anything passes
+        # a check weakened so that anything passes
+        first.source = "# Check: total is the sum of x\nassert total is not None"
         nb.cells.remove(second)
 
     result = grade(toy, submission(toy, tmp_path, "total = 1.5", edit=tamper))
@@ -328,7 +330,8 @@ def test_every_notebook_has_a_graded_exercise_that_fails_as_issued(name):
     nb = notebook.source()
     solutions, checks = tagged(nb, "solution"), assignments.check_cells(nb, name)
     assert solutions and checks, (
-        f"{name}: needs a code cell tagged 'solution' inside a {{solution-start}} gate and cells tagged 'check'"
+        f"{name}: needs a code cell tagged 'solution' inside a {{solution-start}} gate "
+        "and cells tagged 'check'"
     )
     graded = {id(c) for c in [*solutions, *checks.values()]}
     others = [c for c in nb.cells if c.cell_type == "code" and id(c) not in graded]

@@ -46,8 +46,8 @@ def test_scoreboard_and_intro_list_every_verdict(fast_book):
     scoreboard = (root / "_build" / "html" / "book" / "executed" / "scoreboard.html").read_text()
     for record in records:
         assert (
-            f'<code class="docutils literal notranslate"><span class="pre">{record["key"]}</span></code>'
-            in scoreboard
+            '<code class="docutils literal notranslate">'
+            f'<span class="pre">{record["key"]}</span></code>' in scoreboard
         )
     intro = (root / "_build" / "html" / "book" / "intro.html").read_text()
     assert f"of {len(records)} verdicts reproduced" in intro
@@ -99,6 +99,7 @@ def test_verdicts_json_lists_every_record(fast_book):
     )
     expectations = yaml.safe_load((root / "notebooks" / "expectations.yml").read_text()) or {}
     assert result.returncode == (0 if all(
-        expectations.get(r["notebook"], {}).get(r["key"], {}).get("fast") == ("reproduced" if r["passed"] else "not-reproduced")
+        expectations.get(r["notebook"], {}).get(r["key"], {}).get("fast")
+        == ("reproduced" if r["passed"] else "not-reproduced")
         for r in records
     ) else 1)  # fmt: skip

@@ -6,11 +6,11 @@ Playwright's own browser download cannot work offline. The fast-profile book is 
 over HTTP on 127.0.0.1 (file:// is not how anyone reads it) and each page is visited once;
 the tests below check what was recorded: no console error, no failed request and no
 request to another host (the book must read offline: MathJax comes from the site itself),
-every image decoded, every notebook figure numbered and captioned, all math typeset by MathJax with no TeX left in the text, every link
-within the site answering, each notebook's source .md and executed .ipynb offered for
-download, a citation on every page that states a result, and every verdict on the
-scoreboard. A screenshot of each page (the first 1280 x 900 pixels) is kept in
-_build/screenshots/ for a person to look at.
+every image decoded, every notebook figure numbered and captioned, all math typeset by
+MathJax with no TeX left in the text, every link within the site answering, each
+notebook's source .md and executed .ipynb offered for download, a citation on every page
+that states a result, and every verdict on the scoreboard. A screenshot of each page (the
+first 1280 x 900 pixels) is kept in _build/screenshots/ for a person to look at.
 """
 
 from __future__ import annotations
@@ -44,33 +44,45 @@ CHROMIUM_ARGS = [
 HOST = "127.0.0.1"
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "_build" / "screenshots"
 REDIRECT = re.compile(r'<meta http-equiv="refresh"', re.IGNORECASE)
-# TeX a reader should never see: display or inline delimiters, environments, a command right after a dollar.
+# TeX a reader should never see: display or inline delimiters, environments, a command right
+# after a dollar.
 RAW_MATH = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\\]|\\begin\{|\$\\[A-Za-z]")
 # A page states a result when it has a theorem-like block, a verdicts section or the scoreboard.
-STATES_RESULT = ".proof.theorem, .proof.proposition, .proof.lemma, .proof.corollary, section[id^='verdicts'], section#scoreboard"
+STATES_RESULT = (
+    ".proof.theorem, .proof.proposition, .proof.lemma, .proof.corollary, "
+    "section[id^='verdicts'], section#scoreboard"
+)
 
 # Runs in the page once MathJax has typeset it and its fonts have loaded: what a reader sees.
-INSPECT = """async (statesResult) => {
+INSPECT = (
+    """async (statesResult) => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
   await document.fonts.ready;
-  const skip = "pre, code, script, style, noscript, mjx-container, .highlight, textarea";  // code may show TeX on purpose
+  const skip = "pre, code, script, style, noscript, mjx-container, .highlight, textarea";"""
+    """  // code may show TeX on purpose
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT,
-    {acceptNode: n => n.parentElement.closest(skip) ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT});
+    {acceptNode: n => n.parentElement.closest(skip)"""
+    """ ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT});
   const text = [];
   while (walker.nextNode()) text.push(walker.currentNode.nodeValue);
   return {
     text: text.join(" "),
     math: document.querySelectorAll(".math").length,
     typeset: document.querySelectorAll("mjx-container").length,
-    tex_errors: Array.from(document.querySelectorAll("mjx-merror")).map(e => e.getAttribute("data-mjx-error") || e.textContent),
-    images: Array.from(document.images).map(i => ({src: i.currentSrc || i.src, ok: i.complete && i.naturalWidth > 0})),
-    figures: Array.from(document.querySelectorAll("figure")).map(f => f.querySelector("figcaption .caption-number")?.innerText || ""),
+    tex_errors: Array.from(document.querySelectorAll("mjx-merror"))"""
+    """.map(e => e.getAttribute("data-mjx-error") || e.textContent),
+    images: Array.from(document.images)"""
+    """.map(i => ({src: i.currentSrc || i.src, ok: i.complete && i.naturalWidth > 0})),
+    figures: Array.from(document.querySelectorAll("figure"))"""
+    """.map(f => f.querySelector("figcaption .caption-number")?.innerText || ""),
     links: Array.from(document.querySelectorAll("a[href]")).map(a => a.href.split("#")[0]),
     states_result: !!document.querySelector(statesResult),
     cites: document.querySelectorAll(".bibtex-citation").length,
-    table: Array.from(document.querySelectorAll("table tbody tr")).map(r => Array.from(r.cells).map(c => c.innerText)),
+    table: Array.from(document.querySelectorAll("table tbody tr"))"""
+    """.map(r => Array.from(r.cells).map(c => c.innerText)),
   };
 }"""
+)
 
 
 @dataclass
@@ -109,7 +121,8 @@ def _browser_or_skip():
     missing = []
     if not CHROMIUM.is_file():
         missing.append(
-            f"{CHROMIUM} (Debian packages chromium and chromium-driver; `make test` installs them when run as root)"
+            f"{CHROMIUM} (Debian packages chromium and chromium-driver; "
+            "`make test` installs them when run as root)"
         )
     try:
         from playwright.sync_api import sync_playwright
@@ -280,7 +293,10 @@ def test_math_is_typeset(browsed):
             yield f"{seen['math']} math elements but {seen['typeset']} typeset by MathJax"
         yield from (f"TeX error: {e}" for e in seen["tex_errors"])
         for match in RAW_MATH.finditer(seen["text"]):
-            yield f"raw TeX in the text: ...{seen['text'][max(0, match.start() - 40) : match.end() + 40]}..."
+            yield (
+                "raw TeX in the text: "
+                f"...{seen['text'][max(0, match.start() - 40) : match.end() + 40]}..."
+            )
 
     problems = browsed.problems(lambda v: list(check(v)))
     assert not problems, problems

@@ -1,4 +1,5 @@
-"""Chunked, resumable sweeps: same frame as sweep.sweep, atomic chunk files, bit-identical resume after kill -9."""
+"""Chunked, resumable sweeps: same frame as sweep.sweep, atomic chunk files, bit-identical resume
+after kill -9."""
 
 import os
 import subprocess
@@ -137,10 +138,8 @@ def test_the_environment_names_a_folder_and_progress_prints_an_eta(tmp_path, mon
     monkeypatch.setenv(chunks.ENV_FOLDER, str(tmp_path))
     chunks.sweep(X0, configs, mask_set, **GRID)
     (folder,) = tmp_path.iterdir()
-    assert (
-        folder.name
-        == f"sweep-{chunks.digest(sweep.plan(X0, configs, mask_set, **GRID), GRID['batch_size'])[:16]}"
-    )
+    key = chunks.digest(sweep.plan(X0, configs, mask_set, **GRID), GRID["batch_size"])
+    assert folder.name == f"sweep-{key[:16]}"
     err = capsys.readouterr().err
     assert "12 chunks, 0 done, 12 to run" in err and "ETA" in err and "FLOP/s" in err
     chunks.sweep(X0, configs, mask_set, **GRID)

@@ -97,12 +97,13 @@ def test_equilibria_of_every_rank(rank):
 
 
 def test_iterate_matches_the_explicit_attention_product():
-    """The cumulative-mean shortcut must equal A X W_V with A = causal_average(N)."""
+    """The cumulative-mean shortcut must equal A X W_V with A_ij = 1/i for j <= i (1-based)."""
     X0 = ce.random_starts(5, 4, 3, torch.Generator().manual_seed(0))
     W = ce.value_matrix(3, 2.5)
     explicit = X0
+    average = torch.tril(torch.ones(4, 4, dtype=torch.float64)) / torch.arange(1, 5)[:, None]
     for _ in range(7):
-        explicit = attention.scale_layernorm(ce.causal_average(4) @ explicit @ W)
+        explicit = attention.scale_layernorm(average @ explicit @ W)
     torch.testing.assert_close(ce.iterate(X0, W, 7), explicit, rtol=0, atol=1e-14)
     path = ce.iterate(X0, W, 7, keep_path=True)
     assert path.shape == (8, 5, 4, 3)
@@ -201,7 +202,8 @@ def test_tangent_basis_is_orthonormal_and_orthogonal_to_tokens():
 
 
 def test_stability_modes_of_the_2d_fixed_points():
-    """With token 1 at the pole: P- has eigenvalues {1 - s, 1}, P+ has {1, 1 + s} (s = sqrt(1 - 1/w^2))."""
+    """With token 1 at the pole: P- has eigenvalues {1 - s, 1}, P+ has {1, 1 + s} (s = sqrt(1 -
+    1/w^2))."""
     w = 2.0
     s = math.sqrt(1 - 1 / w**2)
     pole = torch.tensor([0.0, 1.0], dtype=torch.float64)
@@ -218,7 +220,8 @@ def test_stability_modes_of_the_2d_fixed_points():
 
 
 def test_stability_modes_predict_the_fate_of_perturbations():
-    """Directions with |lambda| < 1 return, those with |lambda| > 1 leave (N = 3, w = 2, default signs).
+    """Directions with |lambda| < 1 return, those with |lambda| > 1 leave (N = 3, w = 2, default
+    signs).
 
     Over a short horizon only: rounding errors seed the unstable mode, which takes over
     every perturbation after ~40 steps (the equilibrium is a saddle).

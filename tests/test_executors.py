@@ -1,4 +1,5 @@
-"""Executors: a Dask LocalCluster (2 worker processes) gives the local executor's sweeps and notebooks."""
+"""Executors: a Dask LocalCluster (2 worker processes) gives the local executor's sweeps and
+notebooks."""
 
 import shutil
 

@@ -17,7 +17,8 @@ def rel(a, b):
 @pytest.mark.parametrize("fix", [False, True])
 @pytest.mark.parametrize("skip", [False, True])
 def test_closed_forms_match_the_materialised_jacobian(fix, skip):
-    """PAPERS M5: the structured forms agree with full autograd to 1e-8 relative, at every depth."""
+    """PAPERS M5: the structured forms agree with full autograd to 1e-8 relative, at every
+    depth."""
     config = gap.GapConfig(T=7, d=5, n_layers=4, fix=fix, skip=skip)
     net = gradients.draw(config, [0, 1])
     closed = gradients.closed_form_skip(net) if skip else gradients.closed_form_plain(net)
@@ -53,7 +54,8 @@ def test_plain_closed_form_by_hand():
 
 
 def test_skip_expansion_has_more_terms_than_the_plain_product():
-    """With skip, the subset S = {2..L} is the plain term; the other subsets add to it (positive Gram sum)."""
+    """With skip, the subset S = {2..L} is the plain term; the other subsets add to it (positive
+    Gram sum)."""
     plain = gradients.draw(gap.GapConfig(T=8, d=8, n_layers=3), range(3))
     skip = gradients.draw(gap.GapConfig(T=8, d=8, n_layers=3, skip=True), range(3))
     # same draws: the skip flag changes the forward pass but not what is drawn for Markov attention
@@ -64,7 +66,8 @@ def test_skip_expansion_has_more_terms_than_the_plain_product():
 
 
 def test_networks_are_those_of_gap_simulate():
-    """The same seed gives the same network as gap.simulate (so gradients and stable ranks agree)."""
+    """The same seed gives the same network as gap.simulate (so gradients and stable ranks
+    agree)."""
     for attention in ("markov", "normal"):
         config = gap.GapConfig(T=10, d=10, n_layers=3, attention=attention, fix=True, skip=True)
         net = gradients.draw(config, [3, 4])
@@ -100,7 +103,8 @@ def test_depth_prefixes_and_exact_norms_dispatch():
 
 
 def test_markov_slopes_without_and_with_the_fix():
-    """PAPERS M5 [P]: at L = 2, slope ~1.9 without the fix and lower with it, level lower by > 2 nats."""
+    """PAPERS M5 [P]: at L = 2, slope ~1.9 without the fix and lower with it, level lower by > 2
+    nats."""
     Ts = [10, 20, 40]
     logs = {}
     for fix in (False, True):
@@ -115,7 +119,8 @@ def test_markov_slopes_without_and_with_the_fix():
 
 
 def test_frozen_attention_separates_the_value_path():
-    """For key-query A(X), holding A at its forward values gives the Markov closed form's value-path norm."""
+    """For key-query A(X), holding A at its forward values gives the Markov closed form's
+    value-path norm."""
     net = gradients.draw(gap.GapConfig(T=6, d=6, n_layers=2, attention="normal", fix=True), [0, 1])
     frozen = gradients.frozen_attention(net)
     assert frozen.QK is None and frozen.config.attention == "markov"

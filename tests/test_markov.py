@@ -95,7 +95,8 @@ def _markov(T, seed, batch=()):
 
 @pytest.mark.parametrize("k", [1, 2, 5])
 def test_lanczos_agrees_with_full_svd_to_1e8_on_markov_matrices(k):
-    """The issue's accuracy target: the iterative values equal the dense SVD's to 1e-8 (sigma_1 ~ 1 here)."""
+    """The issue's accuracy target: the iterative values equal the dense SVD's to 1e-8 (sigma_1 ~ 1
+    here)."""
     A = _markov(1024, 5)
     values, info = markov.lanczos_singular_values(A, k)
     assert info["converged"] and values.shape == (k,)
@@ -106,7 +107,8 @@ def test_lanczos_agrees_with_full_svd_to_1e8_on_markov_matrices(k):
 
 
 def test_lanczos_is_cheap_and_deterministic():
-    """sigma_1, sigma_2 of a 2048 x 2048 Markov matrix in well under T/10 products (a full SVD is ~T^3 work); same seed, same bits."""
+    """sigma_1, sigma_2 of a 2048 x 2048 Markov matrix in well under T/10 products (a full SVD is
+    ~T^3 work); same seed, same bits."""
     A = _markov(2048, 6)
     values, info = markov.lanczos_singular_values(A, 2)
     assert info["passes"] <= 120, info
@@ -117,7 +119,8 @@ def test_lanczos_is_cheap_and_deterministic():
 
 
 def test_isolated_outlier_is_certified_by_its_residual():
-    """sigma_1 ~ 1 sits far above the bulk (~2/sqrt(T)): a handful of steps certify it, residual <= tol."""
+    """sigma_1 ~ 1 sits far above the bulk (~2/sqrt(T)): a handful of steps certify it, residual <=
+    tol."""
     values, info = markov.lanczos_singular_values(_markov(1500, 7), 1, tol=1e-12)
     assert info["certified"] and info["residual"] <= 1e-12 and info["passes"] <= 20
     assert values.item() == pytest.approx(1 + 0.5 / 1500, abs=2e-4)
@@ -128,7 +131,8 @@ def test_isolated_outlier_is_certified_by_its_residual():
     [((2, 600, 650), 3, 1, None), ((650, 600), 4, 1, 24), ((500, 500), 3, 4, None)],
 )
 def test_lanczos_general_matrices_batches_restarts_and_blocks(shape, k, block, max_dim):
-    """Gaussian matrices (no outlier), both orientations, a batch, thick restarts (max_dim small) and blocks."""
+    """Gaussian matrices (no outlier), both orientations, a batch, thick restarts (max_dim small)
+    and blocks."""
     A = torch.randn(*shape, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
     values, info = markov.lanczos_singular_values(A, k, block=block, max_dim=max_dim)
     full = torch.linalg.svdvals(A)[..., :k]

@@ -1,4 +1,5 @@
-"""The book's local MathJax: fetched once from the npm registry, kept small, the only MathJax a page loads.
+"""The book's local MathJax: fetched once from the npm registry, kept small, the only MathJax a
+page loads.
 
 Offline-safe: nothing here downloads. The unpacking is tested on a small tarball made here;
 the real copy is the one `make install` fetched into book/_static/mathjax.
@@ -30,7 +31,9 @@ KEPT = {
     "package/LICENSE": "LICENSE",
     "package/es5/tex-chtml.js": "tex-chtml.js",
     "package/es5/input/tex/extensions/boldsymbol.js": "input/tex/extensions/boldsymbol.js",
-    "package/es5/output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff": "output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff",
+    "package/es5/output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff": (
+        "output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff"
+    ),
 }
 DROPPED = [
     "package/README.md",
@@ -92,7 +95,10 @@ def test_fetching_needs_npm_only_when_the_copy_is_missing(tmp_path, monkeypatch,
     """
     monkeypatch.setenv("PATH", str(tmp_path / "no-npm-here"))
     assert mathjax.main(["--root", str(tmp_path)]) == 1
-    expected = f"collapse.book.mathjax: error: npm not found: install Node.js and npm to fetch mathjax@{mathjax.VERSION} from the npm registry"
+    expected = (
+        "collapse.book.mathjax: error: npm not found: install Node.js and npm "
+        f"to fetch mathjax@{mathjax.VERSION} from the npm registry"
+    )
     assert capsys.readouterr().err.strip().splitlines() == [expected]
     tarball = tmp_path / "mathjax.tgz"
     mathjax.install_from(tarball, tmp_path / mathjax.FOLDER, make_tarball(tarball, KEPT))
@@ -171,8 +177,8 @@ def test_a_build_without_the_copy_stops_with_one_line(tmp_path):
         r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr
     )  # Sphinx colours its messages on some terminals
     assert (
-        f"Configuration error:\nMathJax is missing: no mathjax/tex-chtml.js in the book's static files (book/_static): {FETCH}\n"
-        in output
+        "Configuration error:\nMathJax is missing: "
+        f"no mathjax/tex-chtml.js in the book's static files (book/_static): {FETCH}\n" in output
     )
     assert not (tmp_path / "_build" / "html" / "book" / "page.html").exists()
 

@@ -18,5 +18,7 @@ def test_chapter_code_is_ruff_clean(path, tmp_path):
     jupytext.write(jupytext.read(path), notebook)
     ruff = Path(sys.executable).with_name("ruff")
     command = [str(ruff), "check", "--config", str(ROOT / "pyproject.toml"), str(notebook)]
-    result = subprocess.run([*command, "--output-format", "concise"], capture_output=True, text=True)
+    result = subprocess.run(
+        [*command, "--output-format", "concise"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout.replace(str(tmp_path) + "/", "")

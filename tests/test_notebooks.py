@@ -1,5 +1,6 @@
-"""Each notebook, executed in the fast profile (by the session's book build), within budget
-and with every verdict outcome as notebooks/expectations.yml records it."""
+"""Each notebook, executed in the fast profile (by the session's book build), with every
+verdict outcome as notebooks/expectations.yml records it. Its time budget is a benchmark
+(benchmarks/notebook_times.py), never an assertion: a busy machine must not fail a test."""
 
 import json
 import subprocess
@@ -24,16 +25,14 @@ def test_fast_profile_verdicts_match_expectations(fast_book, name):
     assert executed.is_file(), result.stdout[-3000:] + result.stderr[-3000:]
     meta = json.loads(executed.read_text())["metadata"]["collapse"]
     assert meta["profile"] == "fast"
-    assert meta["seconds"] < 30, (
-        f"{name} took {meta['seconds']} s in the fast profile (budget 30 s)"
-    )
     records = json.loads(executed.with_suffix(".verdicts.json").read_text())
     assert records, f"{name} recorded no verdict"
     for record in records:
         expected = EXPECTATIONS.get(name, {}).get(record["key"], {}).get("fast")
         got = "reproduced" if record["passed"] else "not-reproduced"
         assert got == expected, (
-            f"{name} {record['key']}: {got} (measured {record['measured']}), expectations.yml says {expected}"
+            f"{name} {record['key']}: {got} (measured {record['measured']}), expectations.yml "
+            f"says {expected}"
         )
 
 
@@ -42,7 +41,8 @@ def test_the_fast_book_ran_without_network(fast_book):
     root, result = fast_book
     if result.args[0] != "unshare":
         pytest.skip(
-            "SKIPPED LOUDLY: `unshare -n` is not permitted here, so the offline run is unproven on this machine"
+            "SKIPPED LOUDLY: `unshare -n` is not permitted here, so the offline run is unproven "
+            "on this machine"
         )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert all((root / "book" / "executed" / f"{name}.ipynb").is_file() for name in NOTEBOOKS)
@@ -70,7 +70,8 @@ def test_book_parameters_are_the_parameters_cell():
 
 
 def test_a_claim_broken_on_purpose_fails_its_verdict(tmp_path):
-    """Five layers cannot bring log mu down by 20 nats: the W2 verdict must fail, and `verdicts` must say so."""
+    """Five layers cannot bring log mu down by 20 nats: the W2 verdict must fail, and `verdicts`
+    must say so."""
     from conftest import copy_sources
 
     root = copy_sources(tmp_path)

@@ -1,4 +1,5 @@
-"""Pretrained weights: the real packaged MiniLM checked against transformers, GPT-2 layout, errors, text windows."""
+"""Pretrained weights: the real packaged MiniLM checked against transformers, GPT-2 layout, errors,
+text windows."""
 
 import json
 import math

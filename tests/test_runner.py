@@ -31,7 +31,11 @@ collapse:
 
 TOY = HEADER.format(
     claim="A sum exceeds a threshold",
-    ranges="    n_layers: {min: 1, max: 1000}\n    scale: {min: 0.0, exclusive_min: true}\n    masks: {choices: [causal, complete], min_items: 1}",
+    ranges=(
+        "    n_layers: {min: 1, max: 1000}\n"
+        "    scale: {min: 0.0, exclusive_min: true}\n"
+        "    masks: {choices: [causal, complete], min_items: 1}"
+    ),
 ) + textwrap.dedent(
     """
     # Toy
@@ -47,7 +51,9 @@ TOY = HEADER.format(
     ```{code-cell} ipython3
     from collapse import report
     total = n_layers * scale
-    report.verdict("sum-exceeds", "the sum exceeds 5", "Toy 2026, Eq. 1", f"{total:.2f}", "> 5", total > 5)
+    report.verdict("sum-exceeds", "the sum exceeds 5", "Toy 2026, Eq. 1", f"{total:.2f}", """
+    '"> 5", total > 5)'
+    """
     ```
     """
 )
@@ -146,8 +152,9 @@ def test_run_caches_until_something_changes(project):
     first = runner.execute(project, toy, params, "book")
     assert first.status == "executed" and first.output.is_file()
     assert first.records[0] | {"measured": "x"} == {
-        "key": "sum-exceeds", "claim": "the sum exceeds 5", "paper_ref": "Toy 2026, Eq. 1", "measured": "x",
-        "expected": "> 5", "passed": True, "notebook": "01-toy", "profile": "book",
+        "key": "sum-exceeds", "claim": "the sum exceeds 5", "paper_ref": "Toy 2026, Eq. 1",
+        "measured": "x", "expected": "> 5", "passed": True, "notebook": "01-toy",
+        "profile": "book",
     }  # fmt: skip
     assert runner.execute(project, toy, params, "book").status == "cached"
     ((_, fast_params),) = runner.plan(project, ["toy"], "fast", {})
@@ -160,7 +167,10 @@ def test_run_caches_until_something_changes(project):
 
 def test_a_raising_notebook_names_cell_and_error(project):
     ((nb, params),) = runner.plan(project, ["02"], "book", {})
-    expected = r"notebook 02-raises failed in cell In\[\d\] `raise ValueError\(.*`: ValueError: broken on purpose with n=1"
+    expected = (
+        r"notebook 02-raises failed in cell In\[\d\] `raise ValueError\(.*`: "
+        r"ValueError: broken on purpose with n=1"
+    )
     with pytest.raises(runner.NotebookError, match=expected):
         runner.execute(project, nb, params, "book")
     assert not (project.executed_dir / "02-raises.ipynb").exists()
@@ -192,8 +202,8 @@ def test_cli_run_verdicts_and_expectations(project):
     changed = cli(project, "verdicts")
     assert changed.returncode == 1
     assert (
-        "differs from expectations.yml: 01-toy sum-exceeds [book]: not-reproduced, expected reproduced"
-        in changed.stderr
+        "differs from expectations.yml: "
+        "01-toy sum-exceeds [book]: not-reproduced, expected reproduced" in changed.stderr
     )
 
 
@@ -283,7 +293,10 @@ def test_parse_assignments_rejects_code():
 def test_a_cell_timeout_is_reported_not_fatal(project):
     (project.notebooks_dir / "03-sleeps.md").write_text(
         HEADER.format(claim="Sleeps", ranges="    n: {min: 0}")
-        + "\n```{code-cell} ipython3\n:tags: [parameters]\nn = 1\n```\n\n```{code-cell} ipython3\nimport time\ntime.sleep(60)\n```\n"
+        + (
+            "\n```{code-cell} ipython3\n:tags: [parameters]\nn = 1\n```\n\n"
+            "```{code-cell} ipython3\nimport time\ntime.sleep(60)\n```\n"
+        )
     )
     ((nb, params),) = runner.plan(project, ["03"], "book", {})
     with pytest.raises(runner.NotebookError, match="notebook 03-sleeps failed"):
@@ -308,7 +321,8 @@ CHUNKS_ENV = HEADER.format(
     from collapse import report
     folder = os.environ.get("COLLAPSE_CHUNKS", "")
     print("from the kernel's stderr", file=sys.stderr)
-    report.verdict("folder", "the chunk folder is set", "Toy 2026", folder or "unset", "set", bool(folder))
+    report.verdict("folder", "the chunk folder is set", "Toy 2026", folder or "unset", "set", """
+    """bool(folder))
     ```
     """
 )
@@ -330,11 +344,11 @@ def test_the_paper_profile_gives_sweeps_a_chunk_folder_and_streams_stderr(tmp_pa
 
 def test_cli_executor_options(project):
     pytest.importorskip("distributed")
-    run = lambda *a: subprocess.run(
+    run = lambda *a: subprocess.run(  # noqa: E731
         [sys.executable, "-m", "collapse", "--root", str(project.root), "run", "01", *a],
         capture_output=True,
         text=True,
-    )  # noqa: E731
+    )
     bad = run("--scheduler", "tcp://127.0.0.1:1")
     assert bad.returncode == 2 and "need --executor dask" in bad.stderr
     assert run("--executor", "spark").returncode == 2

@@ -1,4 +1,5 @@
-"""The student edition: built from the cached fast-profile notebooks, every exercise kept, no solution text left.
+"""The student edition: built from the cached fast-profile notebooks, every exercise kept, no
+solution text left.
 
 "Solution text" is every line of rendered text inside a sphinx-exercise solution block of
 the full build (prose, code and outputs, gated or not) that appears nowhere else in the
@@ -58,7 +59,8 @@ def student(fast_book):
 
 
 def solution_lines(full: dict) -> set:
-    """Lines (20+ characters) found inside solution blocks of the full build and nowhere else in it.
+    """Lines (20+ characters) found inside solution blocks of the full build and nowhere else in
+    it.
 
     Text is taken without a separator between elements: highlighted code is one span per
     token, and a separator would split a code line into fragments (or pad it with spaces).

@@ -33,7 +33,8 @@ def test_adam_step_matches_torch_adam():
 
 @pytest.mark.parametrize("attention", training.KINDS)
 def test_batched_models_train_like_separate_runs(attention):
-    """Seeds, learning rates and fix flags batched together give each model its own run, and blocking changes nothing."""
+    """Seeds, learning rates and fix flags batched together give each model its own run, and
+    blocking changes nothing."""
     config = small(attention=attention)
     together = training.train(config, [0, 1], [0.01, 0.1])
     assert together.shape == (6, 2, 2, 2)
@@ -75,7 +76,8 @@ def test_training_reduces_the_loss():
 
 
 def test_initial_scale_without_and_with_the_fix():
-    """N(0,1) value weights grow the unfixed output with depth; the fix removes the mean direction and keeps it small."""
+    """N(0,1) value weights grow the unfixed output with depth; the fix removes the mean direction
+    and keeps it small."""
     config = training.TrainConfig(
         T=16, d=16, depth=4, attention="markov", n_samples=5, steps=0, dtype="float64"
     )

@@ -26,7 +26,8 @@ def _check_local_copy(app) -> None:
     path = app.config.mathjax_path
     if "://" in path or path.startswith("//"):
         raise ConfigError(
-            f"mathjax_path is {path}: the book must load MathJax from its own files; set it to mathjax/tex-chtml.js"
+            f"mathjax_path is {path}: the book must load MathJax from its own files; set it to "
+            "mathjax/tex-chtml.js"
         )
     if not any(
         Path(app.confdir, folder, path).is_file() for folder in app.config.html_static_path
@@ -54,7 +55,8 @@ def _drop_duplicate_scripts(app, pagename, templatename, context, doctree) -> No
 
 
 def setup(app) -> dict:
-    """Check the local MathJax copy before anything is read, load it on every page, list scripts once.
+    """Check the local MathJax copy before anything is read, load it on every page, list scripts
+    once.
 
     Every page, not only those with math of their own: the navigation shows chapter titles
     that hold math (e.g. the temperature chapter's $d_{QK}$), which stay raw TeX without it.

@@ -35,17 +35,19 @@ import yaml
 from ..checks import ParameterError
 from . import runner
 
-__all__ = ["SOLUTION_TAG", "CHECK_TAG", "PROFILE", "strip_solutions", "check_cells", "make_assignment", "write_assignments", "stage_student_edition",
-           "grade", "Grade"]  # fmt: skip
+__all__ = ["SOLUTION_TAG", "CHECK_TAG", "PROFILE", "strip_solutions", "check_cells",
+           "make_assignment", "write_assignments", "stage_student_edition", "grade",
+           "Grade"]  # fmt: skip
 
 SOLUTION_TAG, CHECK_TAG = "solution", "check"
-PROFILE = "fast"  # assignments carry and are graded with these parameters: quick to run by hand and to grade
+# Assignments carry and are graded with these parameters: quick to run by hand and to grade.
+PROFILE = "fast"
 _DIRECTIVE = re.compile(
     r"^(?P<fence>:{3,}|`{3,})\{(?P<kind>solution|solution-start|solution-end)\}\s*(?P<arg>\S*)"
 )
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-# Reply for a cell interrupted at its time limit: without one, nbclient waits for the kernel's own reply,
-# forever when the loop is in C code that ignores the interrupt.
+# Reply for a cell interrupted at its time limit: without one, nbclient waits for the kernel's own
+# reply, forever when the loop is in C code that ignores the interrupt.
 _TIMEOUT = {"ename": "TimeoutError", "evalue": "cell time limit reached", "traceback": []}
 _ARROW = re.compile(r"^-+>\s*\d+\s+(?P<line>.*\S)")
 
@@ -87,25 +89,29 @@ class _Scanner:
                 self.gate is not None
             ):  # only an end may appear inside a gate, and only there
                 raise ParameterError(
-                    f"{self.where}: unbalanced solution gates at `{stripped}` (every {{solution-start}} needs one {{solution-end}})"
+                    f"{self.where}: unbalanced solution gates at `{stripped}` "
+                    "(every {solution-start} needs one {solution-end})"
                 )
             if kind != "solution":
                 self.gate = (match["arg"] or "?") if kind == "solution-start" else None
         if self.closing is not None:  # a directive cannot span cells
             raise ParameterError(
-                f"{self.where}: a solution directive is never closed (no `{self.closing}` line in its cell)"
+                f"{self.where}: a solution directive is never closed "
+                f"(no `{self.closing}` line in its cell)"
             )
         return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip("\n")
 
     def finish(self) -> None:
         if self.gate is not None:
             raise ParameterError(
-                f"{self.where}: the {{solution-start}} gate of {self.gate} is never closed by a {{solution-end}}"
+                f"{self.where}: the {{solution-start}} gate of {self.gate} "
+                "is never closed by a {solution-end}"
             )
 
 
 def strip_solutions(nb, *, stub: bool, where: str = "notebook"):
-    """A copy of `nb` with every solution removed; solution code cells become stubs when `stub`, else go.
+    """A copy of `nb` with every solution removed; solution code cells become stubs when
+    `stub`, else go.
 
     A code cell tagged `solution` must sit inside a gate and every code cell inside a gate
     must be tagged `solution`: otherwise solution code could leak to students, or a gate
@@ -153,7 +159,8 @@ def check_cells(nb, where: str = "notebook") -> dict:
     named = {check_name(c, i): c for i, c in enumerate(cells, 1)}
     if len(named) != len(cells):
         raise ParameterError(
-            f"{where}: two check cells share a name (the first comment line of a check cell names it)"
+            f"{where}: two check cells share a name "
+            "(the first comment line of a check cell names it)"
         )
     return named
 
@@ -200,7 +207,8 @@ def write_assignments(project: runner.Project, names, out: Path) -> list[Path]:
 
 
 def stage_student_edition(project: runner.Project, stage: Path) -> None:
-    """A copy of the book's sources in `stage` with every solution stripped, and a config that hides solutions.
+    """A copy of the book's sources in `stage` with every solution stripped, and a config that
+    hides solutions.
 
     Everything a reader can reach (pages, the executed notebooks offered for download, the
     MyST sources) is a stripped copy; `hide_solutions: true` also covers the prose pages.
@@ -247,7 +255,9 @@ class Grade:
         lines = [f"{'#':>3}  {'check':<{width}}  result  detail"]
         for i, (name, ok, detail) in enumerate(self.checks, 1):
             lines.append(
-                f"{i:>3}  {name[:width]:<{width}}  {'pass' if ok else 'FAIL':<6}  {detail}".rstrip()
+                (
+                    f"{i:>3}  {name[:width]:<{width}}  {'pass' if ok else 'FAIL':<6}  {detail}"
+                ).rstrip()
             )
         score = sum(ok for _, ok, _ in self.checks)
         return "\n".join([*lines, f"score: {score}/{len(self.checks)} checks passed"])
@@ -263,11 +273,13 @@ def read_submission(path: Path):
         nb = nbformat.read(str(path), as_version=4)
     except Exception as err:  # nbformat raises JSON, validation and reader errors alike
         raise ParameterError(
-            f"submission {path} is not a Jupyter notebook (.ipynb): {str(err).splitlines()[0][:120]}"
+            f"submission {path} is not a Jupyter notebook (.ipynb): "
+            f"{str(err).splitlines()[0][:120]}"
         ) from None
     if not (nb.metadata.get("collapse", {}).get("assignment") or {}).get("notebook"):
         raise ParameterError(
-            f"submission {path} was not made by `collapse assignments` (it lacks the collapse.assignment metadata)"
+            f"submission {path} was not made by `collapse assignments` "
+            "(it lacks the collapse.assignment metadata)"
         )
     return nb
 
@@ -328,17 +340,23 @@ def _execute(nb, params: dict, cwd: Path, timeout: int):
     with tempfile.TemporaryDirectory() as tmp, _quiet("papermill"):
         out = Path(tmp) / "graded.ipynb"
         try:
-            papermill.execute_notebook(nb, str(out), parameters=params, kernel_name="python3", progress_bar=False, cwd=str(cwd),
-                                       execution_timeout=timeout, allow_errors=True, interrupt_on_timeout=True, error_on_timeout=_TIMEOUT,
-                                       kernel_manager_class=runner._quiet_kernel_manager())  # fmt: skip
+            papermill.execute_notebook(
+                nb, str(out), parameters=params, kernel_name="python3", progress_bar=False,
+                cwd=str(cwd), execution_timeout=timeout, allow_errors=True,
+                interrupt_on_timeout=True, error_on_timeout=_TIMEOUT,
+                kernel_manager_class=runner._quiet_kernel_manager())  # fmt: skip
         except papermill.PapermillExecutionError:
             pass  # some cell raised: every cell still ran, and the errors are scored cell by cell
         except CellTimeoutError:
-            stopped = f"execution stopped: a cell ran past {timeout} s and did not respond to the interrupt"
-        except Exception as err:  # the kernel died or would not start
-            stopped = f"execution stopped: {type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:160]}".rstrip(
-                ": "
+            stopped = (
+                f"execution stopped: a cell ran past {timeout} s "
+                "and did not respond to the interrupt"
             )
+        except Exception as err:  # the kernel died or would not start
+            stopped = (
+                f"execution stopped: {type(err).__name__}: "
+                f"{(str(err).strip().splitlines() or [''])[0][:160]}"
+            ).rstrip(": ")
         executed = nbformat.read(str(out), as_version=4) if out.is_file() else nb
     return executed, stopped
 

@@ -103,7 +103,9 @@ def _executor_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="with --executor dask: a running scheduler, tcp://host:8786 (default: a LocalCluster)",
+        help=(
+            "with --executor dask: a running scheduler, tcp://host:8786 (default: a LocalCluster)"
+        ),
     )
     parser.add_argument(
         "--workers",
@@ -136,7 +138,8 @@ def _run_all(
     planned = runner.plan(project, names, profile, runner.parse_sets(sets))
     if profile == "paper":
         print(
-            "paper profile: each sweep prints an ETA from a short calibration, then its progress; its chunks are kept in "
+            "paper profile: each sweep prints an ETA from a short calibration, then its progress; "
+            "its chunks are kept in "
             f"{project.executed_dir / '.chunks'}, so an interrupted run resumes where it stopped",
             file=sys.stderr,
         )
@@ -156,7 +159,8 @@ def _run_all(
         ):
             ok = sum(r["passed"] for r in result.records)
             bar.write(
-                f"{result.name}: {result.status} in {result.seconds:.1f} s; verdicts {ok}/{len(result.records)} reproduced"
+                f"{result.name}: {result.status} in {result.seconds:.1f} s; "
+                f"verdicts {ok}/{len(result.records)} reproduced"
             )
             bar.update()
             results.append(result)
@@ -181,7 +185,8 @@ def _verdicts(project: runner.Project, as_json: bool) -> int:
     else:
         for r in records:
             print(
-                f"{report.outcome(r['passed']):15} {r['notebook']:24} {r['key']:32} [{r['profile']}]  {r['measured']}  (expected {r['expected']})"
+                f"{report.outcome(r['passed']):15} {r['notebook']:24} {r['key']:32} "
+                f"[{r['profile']}]  {r['measured']}  (expected {r['expected']})"
             )
         print(f"{len(records)} verdicts, {sum(r['passed'] for r in records)} reproduced")
     for line in problems:
@@ -239,7 +244,8 @@ def _assignments(project: runner.Project, names, out: Path | None) -> int:
 def _grade(project: runner.Project, submission: Path, timeout: int) -> int:
     result = assignments.grade(project, submission, timeout)
     print(
-        f"{submission}: assignment {result.notebook}, {assignments.PROFILE} profile, {timeout} s per cell"
+        f"{submission}: assignment {result.notebook}, {assignments.PROFILE} profile, "
+        f"{timeout} s per cell"
     )
     for line in result.problems:
         print(f"  {line}")

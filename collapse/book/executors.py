@@ -47,7 +47,8 @@ class LocalExecutor:
 
 
 class DaskExecutor:
-    """Jobs on a Dask cluster: a LocalCluster of `workers` processes, or the scheduler at `scheduler`.
+    """Jobs on a Dask cluster: a LocalCluster of `workers` processes, or the scheduler at
+    `scheduler`.
 
     A LocalCluster gives each worker one thread (Dask also sets OMP/MKL threads to 1 in
     its worker processes), so `workers` jobs run side by side; `scheduler` connects to a

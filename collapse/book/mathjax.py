@@ -31,7 +31,10 @@ __all__ = ["VERSION", "FOLDER", "MathJaxError", "fetch", "install_from", "is_ins
 
 PACKAGE = "mathjax"
 VERSION = "3.2.2"
-INTEGRITY = "sha512-Bt+SSVU8eBG27zChVewOicYs7Xsdt40qm4+UpHyX7k0/O9NliPc+x77k1/FEsPsjKPZGJvtRZM1vO+geW0OhGw=="
+INTEGRITY = (
+    "sha512-Bt+SSVU8eBG27zChVewOicYs7Xsdt40qm4+UpHyX7k0/"
+    "O9NliPc+x77k1/FEsPsjKPZGJvtRZM1vO+geW0OhGw=="
+)
 FOLDER = (
     Path("book") / "_static" / "mathjax"
 )  # relative to the project root; `mathjax_path` is relative to book/_static
@@ -44,7 +47,10 @@ KEEP = {
     "package/es5/input/tex/extensions/": "input/tex/extensions/",
     "package/es5/output/chtml/fonts/woff-v2/": "output/chtml/fonts/woff-v2/",
 }
-MISSING = f"MathJax {VERSION} is missing from {FOLDER.as_posix()}: run `make install` or `python -m collapse.book.mathjax`"
+MISSING = (
+    f"MathJax {VERSION} is missing from {FOLDER.as_posix()}: "
+    "run `make install` or `python -m collapse.book.mathjax`"
+)
 
 
 class MathJaxError(RuntimeError):
@@ -66,7 +72,8 @@ def _npm_pack(workdir: Path) -> Path:
     npm = shutil.which("npm")
     if npm is None:
         raise MathJaxError(
-            f"npm not found: install Node.js and npm to fetch {PACKAGE}@{VERSION} from the npm registry"
+            "npm not found: install Node.js and npm "
+            f"to fetch {PACKAGE}@{VERSION} from the npm registry"
         )
     command = [npm, "pack", f"{PACKAGE}@{VERSION}", "--json", "--pack-destination", str(workdir)]
     result = subprocess.run(command, capture_output=True, text=True)
@@ -163,7 +170,8 @@ def main(argv=None) -> int:
         return 1
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     print(
-        f"MathJax {VERSION} {'fetched into' if fresh else 'already in'} {folder} ({size / 1e6:.1f} MB)"
+        f"MathJax {VERSION} {'fetched into' if fresh else 'already in'} {folder} "
+        f"({size / 1e6:.1f} MB)"
     )
     return 0
 

@@ -76,7 +76,8 @@ class Notebook:
         for name, spec in ranges.items():
             if name not in defaults or not isinstance(spec, dict) or set(spec) - _RANGE_KEYS:
                 raise ParameterError(
-                    f"{path.name}: range for {name!r} must name a parameter and use only {sorted(_RANGE_KEYS)}"
+                    f"{path.name}: range for {name!r} must name a parameter "
+                    f"and use only {sorted(_RANGE_KEYS)}"
                 )
         imports = _imports(c.source for c in nb.cells if c.cell_type == "code")
         return cls(
@@ -124,7 +125,8 @@ def parse_assignments(source: str, where: str = "parameters cell") -> dict:
             and isinstance(node.targets[0], ast.Name)
         ):
             raise ParameterError(
-                f"{where}: the parameters cell may hold only `name = literal` lines (line {node.lineno})"
+                f"{where}: the parameters cell may hold only `name = literal` lines "
+                f"(line {node.lineno})"
             )
         try:
             values[node.targets[0].id] = ast.literal_eval(node.value)
@@ -172,7 +174,8 @@ def _check_range(name: str, value, spec: dict):
     for item in items:
         if "choices" in spec and item not in spec["choices"]:
             raise ParameterError(
-                f"parameter {name} must be one of {', '.join(map(str, spec['choices']))}; got {item!r}"
+                f"parameter {name} must be one of {', '.join(map(str, spec['choices']))}; "
+                f"got {item!r}"
             )
         low, strict = spec.get("min"), spec.get("exclusive_min", False)
         if low is not None and (item < low or (strict and item == low)):
@@ -222,7 +225,8 @@ class Project:
             if (folder / "notebooks" / "profiles.yml").is_file():
                 return cls(folder)
         raise ParameterError(
-            f"no project found: run from a checkout (a folder with notebooks/profiles.yml), not {here}"
+            "no project found: run from a checkout (a folder with notebooks/profiles.yml), "
+            f"not {here}"
         )
 
     @property
@@ -250,7 +254,8 @@ class Project:
             matches = [nb for stem, nb in available.items() if name in (stem, stem[:2], stem[3:])]
             if len(matches) != 1:
                 raise ParameterError(
-                    f"notebook must be one of {', '.join(available) or '(none found)'}; got {name!r}"
+                    f"notebook must be one of {', '.join(available) or '(none found)'}; "
+                    f"got {name!r}"
                 )
             chosen.append(matches[0])
         return chosen
@@ -279,7 +284,8 @@ class Project:
         for profile, per_notebook in data.items():
             if profile not in PROFILES:
                 raise ParameterError(
-                    f"notebooks/profiles.yml: profile must be one of {', '.join(PROFILES)}; got {profile!r}"
+                    f"notebooks/profiles.yml: profile must be one of {', '.join(PROFILES)}; "
+                    f"got {profile!r}"
                 )
             if per_notebook is None:
                 continue
@@ -287,7 +293,8 @@ class Project:
                 isinstance(v, dict) or v is None for v in per_notebook.values()
             ):
                 raise ParameterError(
-                    f"notebooks/profiles.yml: profile {profile!r} must map notebook names to {{parameter: value}}"
+                    f"notebooks/profiles.yml: profile {profile!r} must map notebook names "
+                    "to {parameter: value}"
                 )
         return data
 
@@ -304,7 +311,8 @@ class Project:
             if name not in notebook.defaults:
                 allowed = ", ".join(notebook.defaults)
                 raise ParameterError(
-                    f"notebooks/profiles.yml [{profile}]: {name!r} is not a parameter of {notebook.name} (allowed: {allowed})"
+                    f"notebooks/profiles.yml [{profile}]: {name!r} is not a parameter "
+                    f"of {notebook.name} (allowed: {allowed})"
                 )
             params[name] = value
         params.update(
@@ -343,12 +351,16 @@ def _failure(name: str, err) -> NotebookError:
     first_line = source[0] if source else "?"
     trace = _ANSI.sub("", "\n".join(getattr(err, "traceback", [])[-4:]))
     return NotebookError(
-        f"notebook {name} failed in cell In[{err.exec_count}] `{first_line}`: {err.ename}: {err.evalue}\n{trace}".rstrip()
+        (
+            f"notebook {name} failed in cell In[{err.exec_count}] `{first_line}`: "
+            f"{err.ename}: {err.evalue}\n{trace}"
+        ).rstrip()
     )
 
 
 def _quiet_kernel_manager():
-    """A kernel manager whose kernel start-up chatter (e.g. the TCP warning) stays off the terminal.
+    """A kernel manager whose kernel start-up chatter (e.g. the TCP warning) stays off the
+    terminal.
 
     Cell output, stderr included, still reaches the notebook through the kernel's messages.
     """
@@ -367,9 +379,11 @@ def _quiet_kernel_manager():
 def _papermill(
     source, output: Path, params: dict, cwd: Path, name: str, timeout: int | None, stream: bool
 ):
-    """Execute a notebook node with papermill into `output` (a scratch path); errors as NotebookError.
+    """Execute a notebook node with papermill into `output` (a scratch path); errors as
+    NotebookError.
 
-    stream: copy the kernel's stderr (a chunked sweep's ETA and progress bars) to ours as it comes.
+    stream: copy the kernel's stderr (a chunked sweep's ETA and progress bars) to ours as it
+    comes.
     """
     import sys
 
@@ -542,7 +556,8 @@ def execute_all(
     executor=None,
     stream: bool = False,
 ):
-    """Execute planned (notebook, params) pairs, the stale ones on `executor` (collapse.executors; default: here, in order).
+    """Execute planned (notebook, params) pairs, the stale ones on `executor`
+    (collapse.executors; default: here, in order).
 
     Yields RunResults as notebooks finish: cached ones first. A remote worker needs this
     checkout at the same path (notebooks read files next to them) and the same
@@ -578,7 +593,8 @@ def execute_all(
 
 
 def _add_download_links(executed, name: str) -> None:
-    """A line under the page's opening text linking both the MyST source and this executed notebook.
+    """A line under the page's opening text linking both the MyST source and this executed
+    notebook.
 
     Sphinx's {download} role copies each file into the built site, so a reader can take
     the page away and re-run it; book/executed/ pages sit two folders below notebooks/.
@@ -586,7 +602,8 @@ def _add_download_links(executed, name: str) -> None:
     import nbformat
 
     links = (
-        f"Download this page: {{download}}`source notebook ({name}.md) <../../notebooks/{name}.md>` · "
+        "Download this page: "
+        f"{{download}}`source notebook ({name}.md) <../../notebooks/{name}.md>` · "
         f"{{download}}`executed notebook ({name}.ipynb) <{name}.ipynb>`"
     )
     first_markdown = next(

@@ -25,7 +25,8 @@ def records_from_notebook(notebook) -> list[dict]:
 
 
 def check_expectations(records: list[dict], expectations: dict) -> list[str]:
-    """Lines describing every record whose outcome differs from expectations.yml (empty: all match).
+    """Lines describing every record whose outcome differs from expectations.yml (empty: all
+    match).
 
     expectations: {notebook: {verdict key: {profile: outcome, "why": reason}}}.
     """
@@ -35,7 +36,8 @@ def check_expectations(records: list[dict], expectations: dict) -> list[str]:
         got = outcome(r["passed"])
         if expected is None:
             problems.append(
-                f"{r['notebook']} {r['key']} [{r['profile']}]: {got}, but expectations.yml records no outcome"
+                f"{r['notebook']} {r['key']} [{r['profile']}]: {got}, "
+                "but expectations.yml records no outcome"
             )
         elif expected != got:
             problems.append(
@@ -53,7 +55,8 @@ def scoreboard_markdown(records: list[dict], expectations: dict) -> str:
         "",
         f"Every verdict computed by the executed notebooks: {n_ok} of {len(records)} reproduced. "
         "Claims that did not reproduce come first, with what we measured and why we think so. "
-        "The claims and their references are those of {cite:t}`wu2024role` and {cite:t}`naitsaada2025gap`.",
+        "The claims and their references are those of {cite:t}`wu2024role` "
+        "and {cite:t}`naitsaada2025gap`.",
         "",
         "| outcome | notebook | claim | paper | measured | expected | profile |",
         "|---|---|---|---|---|---|---|",
@@ -86,7 +89,8 @@ def summary_markdown(records: list[dict], expectations: dict) -> str:
     failed = [r for r in records if not r["passed"]]
     profiles = ", ".join(sorted({r["profile"] for r in records}))
     lines = [
-        f"In this build (profile {profiles}), **{len(records) - len(failed)} of {len(records)} verdicts reproduced**; "
+        f"In this build (profile {profiles}), "
+        f"**{len(records) - len(failed)} of {len(records)} verdicts reproduced**; "
         f"the {{doc}}`scoreboard </book/executed/scoreboard>` lists every one."
     ]
     if failed:
@@ -98,6 +102,7 @@ def summary_markdown(records: list[dict], expectations: dict) -> str:
                 .get("why", "see the notebook")
             )
             lines.append(
-                f"- {r['claim']} ({r['paper_ref']}; {{doc}}`/book/executed/{r['notebook']}`): measured {r['measured']}. {why}"
+                f"- {r['claim']} ({r['paper_ref']}; {{doc}}`/book/executed/{r['notebook']}`): "
+                f"measured {r['measured']}. {why}"
             )
     return "\n".join(lines) + "\n"

@@ -1,0 +1,75 @@
+"""The science library apart from the book tooling: a light import, and a command that says
+what it needs."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomllib
+import torch
+
+import collapse.book
+from collapse import provenance, rng, runtime
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLING = ("papermill", "jupytext", "nbformat", "nbclient", "ipykernel", "yaml")
+
+
+def test_importing_the_science_imports_no_book_tooling():
+    modules = ", ".join(f"collapse.{m}" for m in provenance.science_modules())
+    code = f"import sys, collapse, {modules}; print(sorted(set({TOOLING!r}) & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_library_install_needs_no_book_tooling():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = {d.split(">")[0].split("=")[0].split("[")[0].lower() for d in project["dependencies"]}
+    assert not names & {"papermill", "jupytext", "nbformat", "nbclient", "ipykernel", "pyyaml"}
+    book = " ".join(project["optional-dependencies"]["book"])
+    assert all(name in book for name in ("papermill", "jupytext", "ipykernel", "pyyaml"))
+    assert project["scripts"]["collapse"] == "collapse.book:main"
+
+
+def test_the_command_names_the_missing_extra(monkeypatch, capsys):
+    real = collapse.book.importlib.util.find_spec
+    monkeypatch.setattr(
+        collapse.book.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "papermill" else real(name, *a),
+    )
+    assert collapse.book.main(["list"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "collapse: error: the command needs the book extra (papermill missing): "
+        "pip install 'collapse[book]'"
+    )
+
+
+def test_a_seed_alone_is_torchs_own_and_streams_are_independent():
+    assert torch.equal(
+        torch.randn(5, generator=rng.generator(3)),
+        torch.randn(5, generator=torch.Generator().manual_seed(3)),
+    )
+    a, b = (torch.randn(5, generator=rng.generator(3, s)) for s in (0, 1))
+    assert not torch.equal(a, b)
+    assert torch.equal(a, torch.randn(5, generator=rng.generator(3, 0)))
+    assert rng.check_seeds(4) == [4] and rng.check_seeds(range(3)) == [0, 1, 2]
+    with pytest.raises(collapse.ParameterError, match="non-empty"):
+        rng.check_seeds([])
+    with pytest.raises(collapse.ParameterError, match="seed must be an int >= 0"):
+        rng.generator(-1)
+
+
+def test_use_threads_as_a_call_and_as_a_block():
+    before = torch.get_num_threads()
+    other = 1 if before > 1 else 2
+    with runtime.use_threads(other):
+        assert torch.get_num_threads() == other
+    assert torch.get_num_threads() == before
+    held = runtime.use_threads(other)
+    assert torch.get_num_threads() == other
+    held.restore()
+    assert torch.get_num_threads() == before
