@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from . import rng
 from .checks import ParameterError, check_int
 
 __all__ = ["Corpus", "load_text", "token_windows"]
@@ -131,9 +132,7 @@ def token_windows(
             f"corpus too small: {corpus.name} has {ids.numel()} tokens, {max(n_windows, 0)} "
             f"distinct windows of {body}; asked for {n_samples}"
         )
-    starts = torch.randperm(
-        n_windows, generator=torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
-    )[:n_samples]
+    starts = torch.randperm(n_windows, generator=rng.generator(seed))[:n_samples]
     windows = ids[starts[:, None] + torch.arange(body)]
     if special:
         cls, sep = (torch.full((n_samples, 1), s, dtype=torch.long) for s in special)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 import torch
 
+from . import rng
 from .checks import check_float, check_int
 from .san import SANConfig
 
@@ -46,7 +47,7 @@ def eta_seconds(
     parameter because it varies with sizes and load. Takes about 0.1 s to measure.
     """
     efficiency = check_float("efficiency", efficiency, positive=True)
-    g = torch.Generator().manual_seed(0)
+    g = rng.generator(0)
     A = torch.randn(1024, 768, generator=g, dtype=dtype).to(device)
     B = torch.randn(768, 768, generator=g, dtype=dtype).to(device)
     A @ B  # warm-up

@@ -237,9 +237,7 @@ def train(
     independent). A model whose loss turns NaN or inf keeps that value; the other
     models are unaffected.
     """
-    seeds = [seeds] if isinstance(seeds, int) else [check_int("seed", s, minimum=0) for s in seeds]
-    if not seeds:
-        raise ParameterError("seeds must name at least one seed")
+    seeds = rng.check_seeds(seeds)
     lrs, fixes = _check_lrs(lrs), [bool(f) for f in fixes]
     per_pair = model_bytes(config) * len(fixes)
     lr_step = max(1, min(len(lrs), int(max_bytes // per_pair)))
