@@ -131,8 +131,8 @@ def attention_draws(
 
 
 def layer_attention(kind: str, X: torch.Tensor, draws: dict[str, torch.Tensor]) -> torch.Tensor:
-    """This layer's attention at X (..., T, d) from its draws: A, I, or softmax(X W_Q (X W_K)^T /
-    sqrt(d))."""
+    """This layer's attention at X (..., T, d) from its draws: A, the identity, or
+    softmax(X W_Q (X W_K)^T / sqrt(d))."""
     T = X.shape[-2]
     if kind == "markov":
         return draws["A"]

@@ -5,19 +5,6 @@ from collapse import report
 from collapse.checks import ParameterError
 
 
-def record(key="a-b", passed=True, notebook="01-x", profile="fast"):
-    return {
-        "key": key,
-        "claim": "c",
-        "paper_ref": "p",
-        "measured": "m",
-        "expected": "e",
-        "passed": passed,
-        "notebook": notebook,
-        "profile": profile,
-    }
-
-
 def test_verdict_returns_the_record_and_prints_outside_ipython(capsys):
     r = report.verdict("w1-collapse", "mu falls", "Wu Thm 1", "-35.1", "<= -2", np.bool_(True))
     assert r == {
