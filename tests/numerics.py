@@ -10,10 +10,15 @@ import numpy as np
 import torch
 
 
+def _float64(values) -> torch.Tensor:
+    if isinstance(values, torch.Tensor):
+        return values.detach().to("cpu", torch.float64)
+    return torch.from_numpy(np.array(values, dtype=np.float64))
+
+
 def assert_close_to_scale(actual, expected, *, rtol: float = 1e-10) -> None:
     """|actual - expected| <= rtol * |expected at layer 0|, per run; layers along dim 0."""
-    actual = torch.as_tensor(np.asarray(actual), dtype=torch.float64)
-    expected = torch.as_tensor(np.asarray(expected), dtype=torch.float64)
+    actual, expected = _float64(actual), _float64(expected)
     assert actual.shape == expected.shape, f"shapes differ: {actual.shape} and {expected.shape}"
     scale = expected[:1].abs()
     excess = (actual - expected).abs() - rtol * scale
