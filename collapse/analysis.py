@@ -82,7 +82,7 @@ def rates(
     """Least-squares slope of log(metric) against the layer, per (config, mask, d_qk): mean and std
     over runs.
 
-    Why: PAPERS.md's rate checks fit only layers start..stop-1 where mu/mu(0) > floor
+    Why: the rate checks fit only layers start..stop-1 where mu/mu(0) > floor
     (float64 floors log mu near -35). A run with fewer than two such layers gives NaN.
     """
     out = []

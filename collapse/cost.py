@@ -22,7 +22,7 @@ def grid_flops(configs: Mapping[str, SANConfig], n_tokens: int, n_runs: int) -> 
     """Useful FLOPs of a sweep: each config run on n_runs sequences (samples x masks x d_qk x
     seeds).
 
-    Why: DESIGN.md asks the paper profile to print an ETA before it starts. Counts
+    Why: the paper profile prints an ETA before it starts. Counts
     2 x multiply-adds of the Q/K/V(/O) projections, scores, A V and, for "full", the FFN;
     softmax, LayerNorm and metrics are not counted.
     """
@@ -43,7 +43,7 @@ def eta_seconds(
     """Seconds `flops` should take here: flops / (efficiency x a plain matmul's measured rate).
 
     Why: an ETA measured on the machine that will run the sweep, not a guess; the
-    efficiency (the SAN's share of the matmul rate, DESIGN.md's goal is >= 0.6) is a
+    efficiency (the SAN's share of the matmul rate, the goal is >= 0.6) is a
     parameter because it varies with sizes and load. Takes about 0.1 s to measure.
     """
     efficiency = check_float("efficiency", efficiency, positive=True)

@@ -1,6 +1,6 @@
 """A local copy of MathJax 3 inside the built book, so that reading it makes no CDN request.
 
-Sphinx loads MathJax from a CDN by default (DESIGN.md, Known pitfalls). `python -m
+Sphinx loads MathJax from a CDN by default. `python -m
 collapse.book.mathjax` (run by `make install`) takes the MathJax release pinned below from the
 npm registry with npm itself, checks the tarball against the pinned sha512, and keeps only
 what the TeX-to-HTML renderer needs: `tex-chtml.js`, the TeX extensions it autoloads (for
