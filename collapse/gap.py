@@ -1,6 +1,6 @@
 """The Mind-the-Gap model: attention-only stacks at initialisation and rank collapse in width.
 
-Following the official code of Nait Saada, Naderi & Tanner (PAPERS.md M3-M5):
+Following the official code of Nait Saada, Naderi & Tanner:
 
     X_l = A_l X_{l-1} W_l          W_l ~ N(0, 1) entrywise, no 1/sqrt(d)
     +skip:  X_l = X_{l-1} + A_l X_{l-1} W_l      (one residual; the official block adds two)
@@ -10,7 +10,7 @@ Following the official code of Nait Saada, Naderi & Tanner (PAPERS.md M3-M5):
 A_l is a fresh random Markov matrix per layer ("markov"), the identity ("identity"),
 or key-query attention softmax(X W_Q (X W_K)^T / sqrt(d)) with W_Q, W_K drawn Xavier
 ("xavier": N(0, 1/d), the official configs) or N(0, 1) ("normal", the official
-notebook). X_0 is isometric. Everything runs in float64 (D6): the unscaled N(0, 1)
+notebook). X_0 is isometric. Everything runs in float64: the unscaled N(0, 1)
 weights grow X by ~sqrt(d) per layer, which overflows float32 within ~9 layers.
 
 Grids run batched: `simulate_many` advances several configurations and all seeds as
@@ -168,7 +168,7 @@ def official_gram_stable_rank(X: torch.Tensor) -> torch.Tensor:
     """The official code's sr(XX^T), in X's own dtype: s = svdvals(X X^T), sum s^2 / max s^2.
 
     Why: in float32 s^2 = sigma^4 overflows once sigma_1(X)^2 passes ~1.8e19, which the
-    unscaled N(0, 1) weights reach within ~9 layers at d = 150 (D6); the official script
+    unscaled N(0, 1) weights reach within ~9 layers at d = 150; the official script
     then records NaN (it catches the failure, as we do for a non-finite X X^T). Use it
     only to show that effect: `gram_stable_rank` is the same quantity done safely.
     """
@@ -276,7 +276,7 @@ def simulate_many(
     configuration sees the same X_0 and, within an attention kind, the same A_l and W_l:
     the curves are paired. Numbers equal `simulate` on each configuration alone.
 
-    dtype: the precision of the run (float64 by default, D6; float32 reproduces the
+    dtype: the precision of the run (float64 by default; float32 reproduces the
     official code's overflow); draws are made in float64 and cast, so both precisions
     see the same random matrices. Metrics come back as float64 CPU tensors;
     "official_gram_stable_rank" is computed in the run's dtype. seed_batch bounds
@@ -450,7 +450,7 @@ def first_layer(config: GapConfig, seeds: int | Sequence[int] = 0) -> dict[str, 
     over seeds.
 
     Why: to look inside the layer that `simulate` ran (with its very draws), e.g. how large
-    the attention branch A⊥ X W is next to the skip X in the Xavier "trap" (PAPERS M4).
+    the attention branch A⊥ X W is next to the skip X in the Xavier "trap".
     """
     seeds = rng.check_seeds(seeds)
     X0, gens = zip(*(input_and_generator(config, s) for s in seeds), strict=True)
@@ -470,7 +470,7 @@ def free_product_edge(gamma: float) -> float:
     gamma) - 1) / (4 gamma).
 
     Why: after the fix, T A⊥A⊥^T has the Marchenko-Pastur law of ratio 1 (the quarter-circle
-    law of PAPERS M1), and X_0 W is a T x d Gaussian matrix (X_0 has orthonormal rows), whose
+    law of Mind the Gap), and X_0 W is a T x d Gaussian matrix (X_0 has orthonormal rows), whose
     Gram matrix has MP(gamma); the two are asymptotically free, so the squared singular values
     of X_1 = A⊥ X_0 W follow their free product, whose S-transform is 1/((1+z)(1+gamma z)).
     This is our derivation, not the paper's. gamma = 0 gives 4, gamma = 1 gives 27/4.
