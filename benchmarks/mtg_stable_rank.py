@@ -9,9 +9,9 @@ over the configurations of its configs.py. We run the nine of rebuttal Fig. VII:
 Markov A and A⊥ = A - 11^T/T, each with nothing, +LN, +skip and +skip+LN, plus Identity A
 (configs.py also holds "upscaled skip" variants and key-query A(X) variants, which the
 sweep's figures do not use and we do not run). d = int(T / gamma), W_l ~ N(0, 1),
-isometric X_0, one residual (D10: the official block's doubled residual only rescales X,
+isometric X_0, one residual (the official block's doubled residual only rescales X,
 which no stable rank sees). The official script takes ~2.5 min on one core and records
-~8% NaN/inf, because sigma^4 overflows float32 (D6); this one should take <= 30 s here and
+~8% NaN/inf, because sigma^4 overflows float32; this one should take <= 30 s here and
 exits 1 if any value is not finite. It prints the wall time, the number of runs (variant x
 gamma x T x seed, each with 10 layers) and the number of non-finite values, and, as a
 check of the science, sr(XX^T) at T = 150, gamma = 1 for each variant at depths 1, 2, 10.

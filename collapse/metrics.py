@@ -1,7 +1,7 @@
 """Measures of token collapse, batched over leading dims, computed in float64.
 
 float64 matters: in float32, X - mean(X) cancels at ~1e-7 relative and draws a false
-floor under every collapse curve (DESIGN.md, Numerics).
+floor under every collapse curve (see the book's Methods page, "Double precision").
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from collapse import report
 from collapse.book import runner
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -345,9 +346,10 @@ def test_scoreboard_lists_every_verdict(browsed):
     rows = browsed.pages["book/executed/scoreboard.html"].seen["table"]
     assert records and len(rows) == len(records)
     for record in records:
-        matching = [row for row in rows if f"({record['key']})" in row[2]]
+        matching = [row for row in rows if row[2].endswith(f"; {record['key']})")]
         assert len(matching) == 1, f"{record['key']} is not on the scoreboard exactly once"
-        assert matching[0][0].startswith("reproduced" if record["passed"] else "not reproduced"), (
+        assert matching[0][0] == report.outcome(record).replace("-", " "), (
             record["key"],
             matching[0][0],
         )
+        assert matching[0][1] == record["notebook"], matching[0]

@@ -19,7 +19,7 @@ def test_both_fixed_points_are_fixed(w):
 
 
 def test_fixed_point_mu_values_at_w2():
-    """PAPERS W3: mu at P- is sqrt(1 + s) = 1.366, at P+ sqrt(1 - s) = 0.366 (w = 2)."""
+    """Wu et al. §4.3.1: mu at P- is sqrt(1 + s) = 1.366, at P+ sqrt(1 - s) = 0.366 (w = 2)."""
     token1 = torch.tensor([0.0, 1.0], dtype=torch.float64)
     plus, minus = ce.fixed_points(2.0)
     s = math.sqrt(0.75)
@@ -127,7 +127,7 @@ def test_iterate_restores_the_thread_count():
 
 
 def test_normalised_value_matrix_has_unit_norm_and_leaves_ln_dynamics_unchanged():
-    """A3 version of W_V (D12): bounded products, identical trajectories under scale-only LN."""
+    """W_V / ||W_V||_2 (A3): bounded products, identical trajectories under scale-only LN."""
     W, Wn = ce.value_matrix(3, 2.0), ce.value_matrix(3, 2.0, normalized=True)
     assert torch.linalg.matrix_norm(Wn, ord=2).item() == pytest.approx(1.0)
     assert torch.linalg.matrix_norm(torch.linalg.matrix_power(Wn, 50), ord=2) <= 1.0

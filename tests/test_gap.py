@@ -17,7 +17,7 @@ def test_isometric_input_is_a_slice_of_an_orthogonal_matrix(T, d):
 
 
 def test_keyquery_logit_scales():
-    """PAPERS M6: Xavier logits have std ~1/d, N(0,1) logits std ~1, so A(X) ~ 11^T/T or
+    """Xavier logits have std ~1/d, N(0,1) logits std ~1, so A(X) ~ 11^T/T or
     Markov-like."""
     d = T = 200
     X = gap.isometric_input(T, d, generator=torch.Generator().manual_seed(1))
@@ -56,7 +56,7 @@ def test_seeds_batch_like_separate_runs_and_repeat_bit_for_bit():
 
 
 def test_rank_collapse_in_width_and_its_fix():
-    """One Markov layer: sr(XX^T) ~ 1 without the fix, grows with T with it (PAPERS M4)."""
+    """One Markov layer: sr(XX^T) ~ 1 without the fix, grows with T with it."""
     plain = [
         gap.simulate(gap.GapConfig(T=T, d=T, n_layers=1), range(3))["gram_stable_rank"][1]
         .mean()
@@ -157,7 +157,7 @@ def test_official_metric_overflows_in_float32_only():
 
 
 def test_float32_identity_stack_loses_the_official_metric_after_depth_8():
-    """D6: at T = d = 150 the N(0, 1) weights grow X ~12x per layer; sigma^4 passes float32's range
+    """At T = d = 150 the N(0, 1) weights grow X ~12x per layer; sigma^4 passes float32's range
     at depth 9."""
     config = gap.GapConfig(T=150, d=150, n_layers=10, attention="identity")
     names = ("gram_stable_rank", "official_gram_stable_rank")

@@ -17,7 +17,7 @@ def rel(a, b):
 @pytest.mark.parametrize("fix", [False, True])
 @pytest.mark.parametrize("skip", [False, True])
 def test_closed_forms_match_the_materialised_jacobian(fix, skip):
-    """PAPERS M5: the structured forms agree with full autograd to 1e-8 relative, at every
+    """The structured forms agree with full autograd to 1e-8 relative, at every
     depth."""
     config = gap.GapConfig(T=7, d=5, n_layers=4, fix=fix, skip=skip)
     net = gradients.draw(config, [0, 1])
@@ -103,7 +103,7 @@ def test_depth_prefixes_and_exact_norms_dispatch():
 
 
 def test_markov_slopes_without_and_with_the_fix():
-    """PAPERS M5 [P]: at L = 2, slope ~1.9 without the fix and lower with it, level lower by > 2
+    """At L = 2, slope ~1.9 without the fix and lower with it, level lower by > 2
     nats."""
     Ts = [10, 20, 40]
     logs = {}

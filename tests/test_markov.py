@@ -95,7 +95,7 @@ def _markov(T, seed, batch=()):
 
 @pytest.mark.parametrize("k", [1, 2, 5])
 def test_lanczos_agrees_with_full_svd_to_1e8_on_markov_matrices(k):
-    """The issue's accuracy target: the iterative values equal the dense SVD's to 1e-8 (sigma_1 ~ 1
+    """The accuracy target: the iterative values equal the dense SVD's to 1e-8 (sigma_1 ~ 1
     here)."""
     A = _markov(1024, 5)
     values, info = markov.lanczos_singular_values(A, k)
@@ -209,7 +209,7 @@ def test_matched_distance_matches_multisets_not_orders():
 
 
 def test_deflation_of_a_markov_matrix_replaces_eigenvalue_one_by_zero():
-    """PAPERS M2 on one matrix: A - 11^T/T has A's eigenvalues with 1 replaced by 0."""
+    """The fix on one matrix: A - 11^T/T has A's eigenvalues with 1 replaced by 0."""
     from collapse.attention import remove_outlier
 
     A = _markov(200, 12)

@@ -54,7 +54,7 @@ def test_sliding_windows(n, w):
 
 
 def test_paper_table_radii():
-    """PAPERS.md section 1: r at N = 128 for the four masks of Wu et al."""
+    """r at N = 128 for the four masks of Wu et al."""
     radii = {
         name: masks.radius(masks.make(name, 128))
         for name in ["complete", "causal", "sliding_window", "causal_sliding_window"]

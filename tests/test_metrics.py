@@ -42,7 +42,7 @@ def test_stable_ranks_by_hand():
 
 
 def test_stable_rank_after_gaussian_map(gen):
-    """PAPERS.md: isometric X has sr = T; one square Gaussian map gives ~T/4 and ~T/8."""
+    """Isometric X has sr = T; one square Gaussian map gives ~T/4 and ~T/8."""
     T = 400
     iso = torch.linalg.qr(torch.randn(T, T, generator=gen, dtype=torch.float64))[0]
     assert metrics.stable_rank(iso) == pytest.approx(T)

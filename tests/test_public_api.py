@@ -1,4 +1,4 @@
-"""DESIGN.md's public API, imported and used from a plain `python -c`, as outside code would."""
+"""The stable public API, imported and used from a plain `python -c`, as outside code would."""
 
 import subprocess
 import sys

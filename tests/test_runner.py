@@ -52,7 +52,7 @@ TOY = HEADER.format(
     from collapse import report
     total = n_layers * scale
     report.verdict("sum-exceeds", "the sum exceeds 5", "Toy 2026, Eq. 1", f"{total:.2f}", """
-    '"> 5", total > 5)'
+    '"> 5", total > 5, kind="claim")'
     """
     ```
     """
@@ -322,7 +322,7 @@ CHUNKS_ENV = HEADER.format(
     folder = os.environ.get("COLLAPSE_CHUNKS", "")
     print("from the kernel's stderr", file=sys.stderr)
     report.verdict("folder", "the chunk folder is set", "Toy 2026", folder or "unset", "set", """
-    """bool(folder))
+    """bool(folder), kind="claim")
     ```
     """
 )

@@ -35,7 +35,7 @@ def test_epsilon_is_the_smallest_allowed_weight():
 
 
 def fitted_slope(mu: torch.Tensor) -> float:
-    """Least-squares slope of log mu over the layers where mu / mu(0) > 1e-10 (PAPERS W1)."""
+    """Least-squares slope of log mu over the layers where mu / mu(0) > 1e-10."""
     log_mu = mu.log().numpy()
     keep = mu.numpy() / mu[0].item() > 1e-10
     t = np.arange(len(log_mu))[keep]
@@ -44,7 +44,7 @@ def fitted_slope(mu: torch.Tensor) -> float:
 
 @pytest.mark.parametrize("name", ["complete", "causal", "sliding_window", "causal_sliding_window"])
 def test_theorem1_holds_on_the_fast_toy(name):
-    """PAPERS W1 fast set: N = d = 16, d_QK = 1, orthogonal W_V; slope <= bound slope + 1e-3."""
+    """Chapter 01's fast set: N = d = 16, d_QK = 1, orthogonal W_V; slope <= bound + 1e-3."""
     N = 16
     X0 = torch.randn(
         N, N, generator=torch.Generator().manual_seed(0), dtype=torch.float64

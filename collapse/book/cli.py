@@ -174,21 +174,25 @@ def _verdicts(project: runner.Project, as_json: bool) -> int:
         keys = (
             "notebook",
             "key",
+            "kind",
             "claim",
             "paper_ref",
             "measured",
             "expected",
             "passed",
+            "decided",
             "profile",
         )
-        print(json.dumps([{k: r[k] for k in keys} for r in records], indent=1))
+        print(json.dumps([{k: r.get(k) for k in keys} for r in records], indent=1))
     else:
         for r in records:
             print(
-                f"{report.outcome(r['passed']):15} {r['notebook']:24} {r['key']:32} "
-                f"[{r['profile']}]  {r['measured']}  (expected {r['expected']})"
+                f"{report.outcome(r):15} {r.get('kind', 'claim'):9} {r['notebook']:24} "
+                f"{r['key']:32} [{r['profile']}]  {r['measured']}  (expected {r['expected']})"
             )
         print(f"{len(records)} verdicts, {sum(r['passed'] for r in records)} reproduced")
+        for line in scoreboard.counts_text(records):
+            print(f"  {line}")
     for line in problems:
         print(f"differs from expectations.yml: {line}", file=sys.stderr)
     if not records:
