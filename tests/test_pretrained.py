@@ -218,3 +218,82 @@ def test_bad_text_inputs_give_one_clear_line(minilm, tmp_path):
             minilm.embed(corpus.token_windows(minilm, corpus.load_text(tiny), 1, 9)), "full"
         )["mu"][-1].item()
     )
+
+
+def write_bert_checkpoint(source, target, *, config=None):
+    """The packaged MiniLM rewritten the way a downloaded bert-base-uncased comes: pickled
+    pytorch_model.bin with "bert." keys and gamma/beta LayerNorm names, an MLM head tensor,
+    vocab.txt without tokenizer.json, no _name_or_path."""
+    target.mkdir(parents=True)
+    renamed = {}
+    for key, value in load_file(str(source / "model.safetensors")).items():
+        if ".LayerNorm." in key:
+            key = key.replace(".weight", ".gamma").replace(".bias", ".beta")
+        renamed["bert." + key] = value
+    renamed["cls.predictions.bias"] = torch.zeros(30522)
+    torch.save(renamed, target / "pytorch_model.bin")
+    cfg = json.loads((source / "config.json").read_text())
+    cfg.pop("_name_or_path")
+    (target / "config.json").write_text(json.dumps(cfg | (config or {})))
+    (target / "vocab.txt").write_bytes((source / "vocab.txt").read_bytes())
+    (target / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    return target
+
+
+def test_checkpoint_directory_loads_like_the_package(minilm, ids, tmp_path):
+    folder = write_bert_checkpoint(minilm.path, tmp_path / "bert-like")
+    model = pretrained.load_checkpoint(str(folder))
+    assert model.name == "bert-like" and model.family == "bert" and model.config == minilm.config
+    text = corpus.load_text()
+    assert torch.equal(  # WordPiece from vocab.txt = the packaged tokenizer.json
+        corpus.token_windows(model, text, 3, 64, seed=1), ids
+    )
+    X = model.embed(ids)
+    torch.testing.assert_close(X, minilm.embed(ids), rtol=0, atol=0)
+    torch.testing.assert_close(
+        model.simulate(X, "full").final, minilm.simulate(X, "full").final, rtol=0, atol=0
+    )
+    # safetensors in a Hugging Face cache snapshot: the name comes from the cache folder
+    snapshot = tmp_path / "models--google-bert--bert-base-uncased" / "snapshots" / "abc123"
+    snapshot.parent.mkdir(parents=True)
+    write_minilm_copy(
+        minilm.path, snapshot, weights=(minilm.path / "model.safetensors").read_bytes()
+    )
+    config = json.loads((snapshot / "config.json").read_text())
+    config.pop("_name_or_path")
+    (snapshot / "config.json").write_text(json.dumps(config))
+    assert pretrained.load_checkpoint(snapshot).name == "google-bert/bert-base-uncased"
+
+
+def test_bad_checkpoint_parameter_gives_one_line_naming_it(minilm, tmp_path):
+    for value in (None, "", 3):
+        with pytest.raises(ParameterError, match="parameter checkpoint must be the path"):
+            pretrained.load_checkpoint(value)
+    with pytest.raises(ParameterError, match="parameter checkpoint: .* is not a directory"):
+        pretrained.load_checkpoint(tmp_path / "bert-base-uncased")
+    (tmp_path / "file.txt").write_text("not a folder")
+    with pytest.raises(ParameterError, match="parameter checkpoint: .* is not a directory"):
+        pretrained.load_checkpoint(tmp_path / "file.txt")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ParameterError, match="parameter checkpoint: .* has no config.json"):
+        pretrained.load_checkpoint(empty)
+    cases = {
+        "no-heads": ({"num_attention_heads": None}, "num_attention_heads must be"),
+        "too-wide": ({"hidden_size": 768}, "config.json implies width 768"),
+        "relative": ({"position_embedding_type": "relative_key"}, "absolute positions"),
+    }
+    for name, (config, message) in cases.items():
+        folder = write_bert_checkpoint(minilm.path, tmp_path / name, config=config)
+        with pytest.raises(ParameterError, match=f"parameter checkpoint: .*{message}") as err:
+            pretrained.load_checkpoint(folder, parameter="checkpoint")
+        assert "\n" not in str(err.value)
+    broken = write_bert_checkpoint(minilm.path, tmp_path / "broken")
+    (broken / "pytorch_model.bin").write_bytes(b"\x00" * 64)
+    with pytest.raises(ParameterError, match="pytorch_model.bin is corrupt or truncated") as err:
+        pretrained.load_checkpoint(broken)
+    assert "\n" not in str(err.value)
+    tiny_gpt2(tmp_path / "gpt2")
+    with pytest.raises(ParameterError, match="holds a gpt2 checkpoint; .* needs the bert family"):
+        pretrained.load_checkpoint(tmp_path / "gpt2")
+    assert pretrained.load_checkpoint(tmp_path / "gpt2", family=None).family == "gpt2"
