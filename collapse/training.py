@@ -1,14 +1,20 @@
-"""Does the fix help training? A small attention-only regression (PAPERS.md M7).
+"""Does the fix help training? A small attention-only regression.
 
-The task follows the Mind-the-Gap code's (since removed) training script: a stack of
-`depth` attention-only layers X <- A X W_V (one head, no skip, no LayerNorm, no MLP),
+The task follows the training script of the official Mind-the-Gap code (`losses.py`,
+`model.py`, `atttention/*.py`, removed from the repository in commit 8efa84b): a stack of
+`depth` attention-only layers X <- A X W_V W_h (one head, no skip, no LayerNorm, no MLP),
 isometric inputs X (T x d), an entrywise target f(X) (Heaviside H(x), or the script's
-default sigmoid(20 (x + 1/2))), MSE loss, Adam, one full batch of `n_samples`
-inputs, `steps` steps. Value weights start N(0, 1) (unscaled, as in the official
-configs); attention is either a fixed random Markov matrix per layer ("markov": only
-W_V trains) or key-query attention softmax(X W_Q (X W_K)^T / sqrt(d)) with trainable
-W_Q, W_K drawn Xavier ("xavier", std 1/sqrt(d)) or N(0, 1) ("normal"). The fix
-replaces every A by A - (1/T) 1 1^T.
+default sigmoid(20 (x + 1/2))), MSE loss, Adam, one full batch of `n_samples` inputs,
+`steps` steps. Value weights start N(0, 1) (unscaled, as in the official configs) and
+the output weight W_h starts at the identity; both train. Attention is either
+"markov", the official "constant" attention: a T x T matrix of logits per layer, drawn
+N(-ln 2 / 2, ln 2) entrywise and turned into a Markov matrix by a row softmax, or
+key-query attention softmax(X W_Q (X W_K)^T / sqrt(d)) with W_Q, W_K drawn Xavier
+("xavier", std 1/sqrt(d)) or N(0, 1) ("normal"). The attention parameters (the logits,
+or W_Q and W_K) train too, as in the official code (`attention_weights="trainable"`);
+`attention_weights="frozen"` keeps them at their initial draw (for "markov": the fixed
+random Markov matrix of the random-matrix model). The fix replaces every A by
+A - (1/T) 1 1^T.
 
 One call trains every (seed, learning rate, fix) combination at once: the models are
 independent slices of batched tensors, and Adam (written out, elementwise) takes a
@@ -29,14 +35,16 @@ from scipy import stats
 
 from . import gap, rng
 from .checks import ParameterError, check_choice, check_float, check_int
-from .markov import random_markov
 
 __all__ = [
     "TrainConfig",
     "TARGETS",
     "KINDS",
     "VALUE_INITS",
+    "ATTENTION_WEIGHTS",
     "target",
+    "data",
+    "constant_loss",
     "init_weights",
     "forward",
     "adam_step",
@@ -53,6 +61,8 @@ __all__ = [
 KINDS = ("markov", "normal", "xavier")
 TARGETS = ("heaviside", "sigmoid", "heaviside_centred")
 VALUE_INITS = ("normal", "scaled")
+ATTENTION_WEIGHTS = ("trainable", "frozen")
+_LOG2 = math.log(2.0)
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
@@ -69,6 +79,7 @@ class TrainConfig:
     target: str = "heaviside"
     dtype: str = "float32"
     value_init: str = "normal"
+    attention_weights: str = "trainable"
 
     def __post_init__(self):
         for name in ("T", "d", "depth", "n_samples"):
@@ -78,6 +89,14 @@ class TrainConfig:
         check_choice("target", self.target, TARGETS)
         check_choice("dtype", self.dtype, tuple(_DTYPES))
         check_choice("value_init", self.value_init, VALUE_INITS)
+        check_choice("attention_weights", self.attention_weights, ATTENTION_WEIGHTS)
+
+    @property
+    def trained(self) -> tuple[str, ...]:
+        """The names of the weights Adam updates (all of `init_weights` unless frozen)."""
+        attention = ("logits",) if self.attention == "markov" else ("W_Q", "W_K")
+        frozen = self.attention_weights == "frozen"
+        return ("W_V", "W_h") if frozen else ("W_V", "W_h", *attention)
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -97,29 +116,50 @@ def target(X: torch.Tensor, name: str) -> torch.Tensor:
     return (X > 0).to(X.dtype) - (0.5 if name == "heaviside_centred" else 0.0)
 
 
-def _data(config: TrainConfig, seed: int) -> torch.Tensor:
+def data(config: TrainConfig, seed: int) -> torch.Tensor:
+    """The `n_samples` isometric inputs (n_samples, T, d) of one seed (float64, CPU)."""
     g = rng.generator(seed, 1)
     return torch.stack(
         [gap.isometric_input(config.T, config.d, generator=g) for _ in range(config.n_samples)]
     )
 
 
+def constant_loss(config: TrainConfig, seeds: int | Sequence[int]) -> torch.Tensor:
+    """Per seed (n_seeds,), the MSE of the best constant prediction of the training target.
+
+    The best single number to predict for every entry is the target's mean over the batch,
+    and its MSE is the target's (population) variance: a baseline computed from each
+    seed's data, as the model sees them (in config's dtype). A model whose loss is not
+    below it has learnt nothing beyond that constant.
+    """
+    out = []
+    for s in rng.check_seeds(seeds):
+        Y = target(data(config, s).to(config.torch_dtype), config.target).to(torch.float64)
+        out.append(Y.var(unbiased=False))
+    return torch.stack(out)
+
+
 def init_weights(config: TrainConfig, seed: int) -> dict[str, torch.Tensor]:
     """Per-layer initial weights for one seed, stacked over layers (float64, CPU).
 
     "W_V" (depth, d, d) ~ N(0, 1) (value_init "normal", the official configs) or
-    N(0, 1/d) ("scaled", which keeps the signal's scale through the layers); "A"
-    (depth, T, T) fixed Markov attention, or "W_Q", "W_K" (depth, d, d) with std
-    1/sqrt(d) (xavier) or 1 (normal). The draws do not depend on value_init's scale.
+    N(0, 1/d) ("scaled", which keeps the signal's scale through the layers); "W_h"
+    (depth, d, d) the identity, as the official `distribution_H="identity"`; then either
+    "logits" (depth, T, T) ~ N(-ln 2 / 2, ln 2), whose row softmax is the Markov attention
+    (the draw of `markov.random_markov`), or "W_Q", "W_K" (depth, d, d) with std 1/sqrt(d)
+    (xavier) or 1 (normal). The draws depend neither on value_init's scale nor on
+    attention_weights.
     """
     g = rng.generator(seed, 2)
     L, T, d = config.depth, config.T, config.d
     weights = {
         "W_V": torch.randn(L, d, d, generator=g, dtype=torch.float64)
-        / (math.sqrt(d) if config.value_init == "scaled" else 1.0)
+        / (math.sqrt(d) if config.value_init == "scaled" else 1.0),
+        "W_h": torch.eye(d, dtype=torch.float64).expand(L, d, d).clone(),
     }
     if config.attention == "markov":
-        weights["A"] = random_markov(T, generator=g, batch=(L,))
+        G = torch.randn(L, T, T, generator=g, dtype=torch.float64)
+        weights["logits"] = G.mul_(math.sqrt(_LOG2)).sub_(_LOG2 / 2)
     else:
         std = 1 / math.sqrt(d) if config.attention == "xavier" else 1.0
         weights["W_Q"] = torch.randn(L, d, d, generator=g, dtype=torch.float64) * std
@@ -130,23 +170,36 @@ def init_weights(config: TrainConfig, seed: int) -> dict[str, torch.Tensor]:
 def forward(
     X: torch.Tensor, weights: dict[str, torch.Tensor], shift: torch.Tensor
 ) -> torch.Tensor:
-    """The stack on X (..., B, T, d); weights (..., L, d, d) per model; shift (...,): 1/T where
-    fixed, else 0.
+    """The stack on X (..., B, T, d); weights (..., L, d, d) per model (logits (..., L, T, T));
+    shift (...,): 1/T where fixed, else 0.
 
     Leading dims of X, the weights and shift broadcast (models x data).
     """
+    if "logits" in weights:
+        return _forward_markov(X, weights, shift[..., None, None])
     s = shift[..., None, None, None]
     for layer in range(weights["W_V"].shape[-3]):
-        if "A" in weights:
-            A = weights["A"][..., layer, :, :].unsqueeze(-3)
-        else:
-            Q, K = (
-                _right(X, weights["W_Q"][..., layer, :, :]),
-                _right(X, weights["W_K"][..., layer, :, :]),
-            )
-            A = torch.softmax(Q @ K.transpose(-1, -2) / math.sqrt(X.shape[-1]), dim=-1)
-        X = (A - s) @ _right(X, weights["W_V"][..., layer, :, :])
+        W_Q, W_K = weights["W_Q"][..., layer, :, :], weights["W_K"][..., layer, :, :]
+        scores = _right(X, W_Q @ W_K.transpose(-1, -2)) @ X.transpose(-1, -2)  # X W_Q (X W_K)^T
+        A = torch.softmax(scores / math.sqrt(X.shape[-1]), dim=-1)
+        W = weights["W_V"][..., layer, :, :] @ weights["W_h"][..., layer, :, :]
+        X = (A - s) @ _right(X, W)
     return X
+
+
+def _forward_markov(X: torch.Tensor, weights: dict[str, torch.Tensor], s) -> torch.Tensor:
+    """`forward` for Markov attention, which one model applies to all its inputs alike.
+
+    Why tokens first: held as Z (..., T, B d), the B inputs of a model side by side, each
+    layer is two plain products, Z W and A Z, with no copy of A per input.
+    """
+    B, T, d = X.shape[-3:]
+    Z = X.transpose(-3, -2).reshape(*X.shape[:-3], T, B * d)
+    for layer in range(weights["W_V"].shape[-3]):
+        W = weights["W_V"][..., layer, :, :] @ weights["W_h"][..., layer, :, :]
+        A = torch.softmax(weights["logits"][..., layer, :, :], dim=-1)
+        Z = (A - s) @ (Z.reshape(*Z.shape[:-2], T * B, d) @ W).reshape(*W.shape[:-2], T, B * d)
+    return Z.unflatten(-1, (B, d)).transpose(-3, -2)
 
 
 def _right(X: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
@@ -177,10 +230,10 @@ def _check_lrs(lrs) -> list[float]:
 
 def _train_block(
     config: TrainConfig, seeds: list[int], lrs: list[float], fixes: list[bool], device
-) -> torch.Tensor:
-    """`train` for one block of models held in memory at once."""
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """`train` for one block of models held in memory at once: losses and trained weights."""
     dt = config.torch_dtype
-    X = torch.stack([_data(config, s) for s in seeds]).to(device=device, dtype=dt)[
+    X = torch.stack([data(config, s) for s in seeds]).to(device=device, dtype=dt)[
         :, None, None
     ]  # (S, 1, 1, B, T, d)
     Y = target(X, config.target)
@@ -191,7 +244,7 @@ def _train_block(
         for k in init[0]
     }
     params = {k: v.expand(*shape, *v.shape[3:]).clone() for k, v in stacked.items()}
-    trainable = [k for k in params if k != "A"]
+    trainable = [k for k in params if k in config.trained]
     for k in trainable:
         params[k].requires_grad_(True)
     shift = torch.tensor([1 / config.T if f else 0.0 for f in fixes], dtype=dt, device=device)
@@ -209,16 +262,16 @@ def _train_block(
         with torch.no_grad():
             for k, g in zip(trainable, grads, strict=True):
                 adam_step(params[k], g, *moments[k], step + 1, lr)
-    return torch.stack(history)
+    return torch.stack(history), {k: v.detach().to("cpu") for k, v in params.items()}
 
 
 def model_bytes(config: TrainConfig) -> float:
     """Rough memory one model's training holds (activations saved for the backward pass)."""
     T, d = config.T, config.d
-    per_layer = (3 * T * T + 4 * T * d) if config.attention != "markov" else (T * T + 3 * T * d)
-    return float(
-        per_layer * config.depth * config.n_samples * torch.finfo(config.torch_dtype).bits // 8
-    )
+    per_sample = (3 * T * T + 4 * T * d) if config.attention != "markov" else (T * T + 3 * T * d)
+    per_model = 3 * d * d + (3 * T * T if config.attention == "markov" else 0)  # W_V W_h, softmax
+    size = torch.finfo(config.torch_dtype).bits // 8
+    return float((per_sample * config.n_samples + per_model) * config.depth * size)
 
 
 def train(
@@ -229,27 +282,34 @@ def train(
     *,
     device=None,
     max_bytes: float = 2e9,
-) -> torch.Tensor:
+    return_weights: bool = False,
+):
     """Losses (steps + 1, n_seeds, n_lrs, n_fixes): the MSE before training and after each step.
 
     Every (seed, lr, fix) model trains at once, in blocks of models that fit in
     `max_bytes` (a block's results do not depend on the blocking: models are
     independent). A model whose loss turns NaN or inf keeps that value; the other
-    models are unaffected.
+    models are unaffected. With return_weights, also the trained weights
+    {name: (n_seeds, n_lrs, n_fixes, *shape)} (the names of `init_weights`).
     """
     seeds = rng.check_seeds(seeds)
     lrs, fixes = _check_lrs(lrs), [bool(f) for f in fixes]
     per_pair = model_bytes(config) * len(fixes)
     lr_step = max(1, min(len(lrs), int(max_bytes // per_pair)))
     seed_step = max(1, int(max_bytes // (per_pair * lr_step)))
-    rows = []
+    rows, weights = [], []
     for s0 in range(0, len(seeds), seed_step):
         blocks = [
             _train_block(config, seeds[s0 : s0 + seed_step], lrs[l0 : l0 + lr_step], fixes, device)
             for l0 in range(0, len(lrs), lr_step)
         ]
-        rows.append(torch.cat(blocks, dim=2))
-    return torch.cat(rows, dim=1)
+        rows.append(torch.cat([b[0] for b in blocks], dim=2))
+        if return_weights:
+            weights.append({k: torch.cat([b[1][k] for b in blocks], dim=1) for k in blocks[0][1]})
+    losses = torch.cat(rows, dim=1)
+    if not return_weights:
+        return losses
+    return losses, {k: torch.cat([w[k] for w in weights]) for k in weights[0]}
 
 
 def best_lr(final: torch.Tensor) -> torch.Tensor:
@@ -287,13 +347,17 @@ def train_flops(config: TrainConfig, n_models: int) -> float:
         + 2 * T * T * d
         + (0 if config.attention == "markov" else 4 * T * d * d + 2 * T * T * d)
     )
-    return float(3 * layer * config.depth * config.n_samples * (config.steps + 1) * n_models)
+    per_model = 2 * d**3 + (5 * T * T if config.attention == "markov" else 0)  # W_V W_h, softmax
+    return float(
+        3 * (layer * config.n_samples + per_model) * config.depth * (config.steps + 1) * n_models
+    )
 
 
 def run_grid(kinds, depths, seeds, lrs, *, device=None, **task) -> dict:
     """`train` for every attention kind and depth: {(kind, depth): losses (steps+1, S, n_lr, 2)}.
 
-    task: the other TrainConfig fields (T, d, n_samples, steps, target, dtype, value_init).
+    task: the other TrainConfig fields (T, d, n_samples, steps, target, dtype, value_init,
+    attention_weights).
     """
     return {
         (k, L): train(TrainConfig(attention=k, depth=L, **task), seeds, lrs, device=device)
@@ -344,7 +408,7 @@ def summary(runs: dict, lrs) -> pd.DataFrame:
 def benefit(runs: dict, level: float = 0.95) -> pd.DataFrame:
     """Per (kind, depth): final(fix)/final(no fix) at each arm's best lr, geometric mean over the
     paired seeds with its Student-t CI (`paired_ratio_ci`), and whether a benefit is claimed
-    (the whole CI below 0.95, PAPERS.md M7)."""
+    (the whole CI below 0.95)."""
     rows = {}
     for key, losses in runs.items():
         final = _at_best(losses)[-1].numpy()
