@@ -93,6 +93,7 @@ class Visit:
     console_errors: list = field(default_factory=list)
     failed_requests: list = field(default_factory=list)
     seen: dict = field(default_factory=dict)
+    model_height: int = 0  # pixels of the chapter's "Model" section (0: the page has none)
 
 
 @dataclass
@@ -206,9 +207,15 @@ def _visit(context, base: str, html: Path, name: str) -> Visit:
     if REDIRECT.search((html / name).read_text()):  # index.html forwards to the first page
         page.wait_for_url(lambda url: url != base + name, wait_until="load")
     visit.seen = page.evaluate(INSPECT, STATES_RESULT)
-    page.screenshot(
-        path=str(SCREENSHOTS / (name.replace("/", "__").removesuffix(".html") + ".png"))
-    )
+    shot = SCREENSHOTS / name.replace("/", "__").removesuffix(".html")
+    page.screenshot(path=f"{shot}.png")
+    model = page.query_selector("section#model")
+    if model is not None:  # a chapter: its model code (and 01's masks) for a person to look at
+        box = model.bounding_box()
+        scrolled = page.evaluate("window.scrollY")
+        clip = {**box, "y": box["y"] + scrolled}  # page coordinates: no sticky header inside
+        page.screenshot(path=f"{shot}__model.png", full_page=True, clip=clip)
+        visit.model_height = int(box["height"])
     page.close()
     return visit
 
@@ -339,6 +346,12 @@ def test_every_page_that_states_a_result_cites(browsed):
         )
     )
     assert not problems, problems
+
+
+def test_every_chapter_shows_its_model(browsed):
+    for name in runner.Project(browsed.root).notebooks():
+        visit = browsed.pages[f"book/executed/{name}.html"]
+        assert visit.model_height > 200, f"{name}: no visible Model section"
 
 
 def test_scoreboard_lists_every_verdict(browsed):
