@@ -7,6 +7,7 @@ import sys
 
 import yaml
 
+from collapse import report
 from collapse.book import runner, scoreboard
 
 
@@ -96,12 +97,13 @@ def test_verdicts_json_lists_every_record(fast_book):
     records = json.loads(result.stdout)
     assert {r["profile"] for r in records} == {"fast"}
     assert all(
-        set(r) >= {"notebook", "claim", "paper_ref", "measured", "expected", "passed", "profile"}
+        set(r)
+        >= {"notebook", "kind", "claim", "paper_ref", "measured", "expected", "passed", "profile"}
         for r in records
     )
     expectations = yaml.safe_load((root / "notebooks" / "expectations.yml").read_text()) or {}
     assert result.returncode == (0 if all(
         expectations.get(r["notebook"], {}).get(r["key"], {}).get("fast")
-        == ("reproduced" if r["passed"] else "not-reproduced")
+        == report.outcome(r)
         for r in records
     ) else 1)  # fmt: skip

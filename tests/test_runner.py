@@ -154,7 +154,7 @@ def test_run_caches_until_something_changes(project):
     assert first.records[0] | {"measured": "x"} == {
         "key": "sum-exceeds", "claim": "the sum exceeds 5", "paper_ref": "Toy 2026, Eq. 1",
         "measured": "x", "expected": "> 5", "passed": True, "notebook": "01-toy",
-        "profile": "book",
+        "profile": "book", "kind": "claim", "decided": True,
     }  # fmt: skip
     assert runner.execute(project, toy, params, "book").status == "cached"
     ((_, fast_params),) = runner.plan(project, ["toy"], "fast", {})
