@@ -22,6 +22,7 @@ from .checks import ParameterError, check_choice, check_float, check_int, check_
 from .runtime import use_threads
 
 __all__ = [
+    "random_logits",
     "random_markov",
     "quarter_circle_pdf",
     "quarter_circle_cdf",
@@ -37,6 +38,17 @@ __all__ = [
 _LOG2 = math.log(2.0)
 
 
+def random_logits(T: int, *, generator: torch.Generator | None = None, batch=()) -> torch.Tensor:
+    """The logits of `random_markov` (float64, shape (*batch, T, T)): i.i.d. N(-ln2/2, ln2).
+
+    Why apart: the training experiment trains these logits, starting from the same draw.
+    """
+    T = check_int("T", T, minimum=1)
+    batch = tuple(check_int("batch", b, minimum=1) for b in batch)
+    G = torch.randn(*batch, T, T, generator=generator, dtype=torch.float64)
+    return G.mul_(math.sqrt(_LOG2)).sub_(_LOG2 / 2)  # in place: T = 16384 is 2 GiB a copy
+
+
 def random_markov(
     T: int, *, generator: torch.Generator | None = None, dtype=torch.float64, batch=(), device=None
 ) -> torch.Tensor:
@@ -45,12 +57,7 @@ def random_markov(
     Drawn on the generator's device (the CPU by default) and then moved, so a seed
     gives the same matrices on every device.
     """
-    T = check_int("T", T, minimum=1)
-    batch = tuple(check_int("batch", b, minimum=1) for b in batch)
-    G = torch.randn(*batch, T, T, generator=generator, dtype=torch.float64)
-    A = torch.softmax(
-        G.mul_(math.sqrt(_LOG2)).sub_(_LOG2 / 2), dim=-1
-    )  # in place: T = 16384 is 2 GiB a copy
+    A = torch.softmax(random_logits(T, generator=generator, batch=batch), dim=-1)
     return A.to(dtype=dtype, device=device)
 
 

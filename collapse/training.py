@@ -35,6 +35,7 @@ from scipy import stats
 
 from . import gap, rng
 from .checks import ParameterError, check_choice, check_float, check_int
+from .markov import random_logits
 
 __all__ = [
     "TrainConfig",
@@ -62,7 +63,6 @@ KINDS = ("markov", "normal", "xavier")
 TARGETS = ("heaviside", "sigmoid", "heaviside_centred")
 VALUE_INITS = ("normal", "scaled")
 ATTENTION_WEIGHTS = ("trainable", "frozen")
-_LOG2 = math.log(2.0)
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
@@ -158,8 +158,7 @@ def init_weights(config: TrainConfig, seed: int) -> dict[str, torch.Tensor]:
         "W_h": torch.eye(d, dtype=torch.float64).expand(L, d, d).clone(),
     }
     if config.attention == "markov":
-        G = torch.randn(L, T, T, generator=g, dtype=torch.float64)
-        weights["logits"] = G.mul_(math.sqrt(_LOG2)).sub_(_LOG2 / 2)
+        weights["logits"] = random_logits(T, generator=g, batch=(L,))
     else:
         std = 1 / math.sqrt(d) if config.attention == "xavier" else 1.0
         weights["W_Q"] = torch.randn(L, d, d, generator=g, dtype=torch.float64) * std
