@@ -28,7 +28,8 @@ Measuring and running
     rng             seeds to generators: the one path of every random draw
     provenance      what a result depends on: the digest behind every cache
     report          the verdict record a chapter writes
-    plotting        the book's figure style
+    plotting        the book's figure style, figures drawn at the page's width
+    tables          DataFrames as Markdown tables for the page, numbers to their precision
 The book's tooling (`collapse` command) lives apart, in collapse.book.
 """
 

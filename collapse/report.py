@@ -80,17 +80,14 @@ def verdict(
     return record
 
 
-_MARKS = {
-    "reproduced": "✅ reproduced",
-    "not-reproduced": "❌ not reproduced",
-    "inconclusive": "❔ inconclusive",
-}
 # What a verdict line adds after its key, so that a stand-in or a sanity check reads as one.
 KIND_LABELS = {"claim": "", "analogue": " (on a stand-in)", "sanity": " (sanity check)"}
 
 
 def _display(record: dict) -> None:
-    mark = _MARKS[outcome(record)]
+    """The verdict as Markdown (math in `$...$` typesets in Jupyter and in the book, where
+    collapse.book.pages redraws it from the record with a badge and an anchor)."""
+    mark = outcome(record).replace("-", " ")
     text = (
         f"**Verdict `{record['key']}`{KIND_LABELS[record['kind']]}: {mark}.** "
         f"{record['claim']} ({record['paper_ref']})  \n"

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from collapse import report
-from collapse.book import runner
+from collapse.book import pages, runner
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -43,6 +43,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 HOST = "127.0.0.1"
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "_build" / "screenshots"
 REDIRECT = re.compile(r'<meta http-equiv="refresh"', re.IGNORECASE)
 # TeX a reader should never see: display or inline delimiters, environments, a command right
@@ -54,9 +56,67 @@ STATES_RESULT = (
     "section[id^='verdicts'], section#scoreboard"
 )
 
+# What a reader sees of the layout, at the current viewport: where the first verdict is, how
+# each figure is shown against its drawn size, what is wider than its column, the text of the
+# cell outputs and of the tables, the verdict rows of the at-a-glance table and the scoreboard.
+LAYOUT = """
+const layout = () => {
+  const column = document.querySelector("article.bd-article") || document.body;
+  const columnWidth = column.getBoundingClientRect().width;
+  const top = e => e.getBoundingClientRect().top + window.scrollY;
+  const scrolls = e => {
+    for (let a = e.parentElement; a && a !== column; a = a.parentElement) {
+      const o = getComputedStyle(a).overflowX;
+      if ((o === "auto" || o === "scroll") && a.getBoundingClientRect().width <= columnWidth + 1)
+        return true;
+    }
+    return false;
+  };
+  // The first verdict a reader meets: the at-a-glance table's first row, else the first
+  // verdict printed by a cell ("Verdict ...").
+  const first = document.querySelector(".verdict-glance tbody tr") ||
+    Array.from(document.querySelectorAll(".cell_output strong"))
+      .find(e => e.textContent.startsWith("Verdict"));
+  return {
+    viewport: [window.innerWidth, window.innerHeight],
+    page_overflow: document.documentElement.scrollWidth - window.innerWidth,
+    first_verdict: first ? Math.round(top(first)) : null,
+    glance: Array.from(document.querySelectorAll(".verdict-glance tbody tr")).map(r => ({
+      href: r.querySelector("a")?.getAttribute("href") || "",
+      badge: r.querySelector(".sd-badge")?.innerText || ""})),
+    verdict_ids: Array.from(document.querySelectorAll("[id^='verdict-']")).map(e => e.id),
+    scoreboard: Array.from(document.querySelectorAll(".scoreboard-verdict")).map(v => ({
+      href: v.querySelector("a")?.getAttribute("href") || "",
+      badge: v.querySelector(".sd-badge")?.innerText || ""})),
+    shown: Array.from(column.querySelectorAll("img")).map(i => ({
+      src: i.currentSrc || i.src,
+      drawn: Number(i.getAttribute("width")) || i.naturalWidth,
+      shown: i.getBoundingClientRect().width,
+      linked: !!i.closest("a[href]")})),
+    wide_tables: Array.from(column.querySelectorAll("table"))
+      .filter(t => t.getBoundingClientRect().width > columnWidth + 1)
+      .map(t => ({head: (t.querySelector("th") || t).innerText.slice(0, 40),
+                  width: Math.round(t.getBoundingClientRect().width),
+                  column: Math.round(columnWidth), scrolls: scrolls(t)})),
+    wide_code: Array.from(column.querySelectorAll("pre"))
+      .filter(e => e.scrollWidth > e.clientWidth + 1 && e.getBoundingClientRect().width > 0)
+      .map(e => e.textContent.split("\\n").reduce((a, b) => (b.length > a.length ? b : a), "")
+        .slice(0, 60)),
+    outputs: Array.from(document.querySelectorAll(".cell_output")).map(o => o.textContent)
+      .join("\\n"),
+    tables: Array.from(column.querySelectorAll("table")).map(t => ({
+      head: Array.from(t.querySelectorAll("thead th")).map(c => c.innerText.trim()),
+      rows: Array.from(t.querySelectorAll("tbody tr"))
+        .map(r => Array.from(r.cells).map(c => c.innerText.trim()))})),
+  };
+};"""
+
 # Runs in the page once MathJax has typeset it and its fonts have loaded: what a reader sees.
 INSPECT = (
-    """async (statesResult) => {
+    """async (statesResult) => {"""
+    + LAYOUT
+    + """
+  await Promise.all(Array.from(document.images).map(i => i.decode().catch(() => null)));
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
   await document.fonts.ready;
   const skip = "pre, code, script, style, noscript, mjx-container, .highlight, textarea";"""
@@ -79,8 +139,8 @@ INSPECT = (
     links: Array.from(document.querySelectorAll("a[href]")).map(a => a.href.split("#")[0]),
     states_result: !!document.querySelector(statesResult),
     cites: document.querySelectorAll(".bibtex-citation").length,
-    table: Array.from(document.querySelectorAll("table tbody tr"))"""
-    """.map(r => Array.from(r.cells).map(c => c.innerText)),
+    title: document.title,
+    ...layout(),
   };
 }"""
 )
@@ -93,6 +153,7 @@ class Visit:
     console_errors: list = field(default_factory=list)
     failed_requests: list = field(default_factory=list)
     seen: dict = field(default_factory=dict)
+    phone: dict = field(default_factory=dict)  # what the page shows at PHONE
     model_height: int = 0  # pixels of the chapter's "Model" section (0: the page has none)
 
 
@@ -140,13 +201,22 @@ def _browser_or_skip():
 
 
 @pytest.fixture(scope="module")
-def site(fast_book):
+def site(request):
     """The built HTML of the fast-profile book, served on 127.0.0.1 by a
     quiet threaded http.server.
+
+    With COLLAPSE_BOOK_ROOT set to a project folder whose book is already built (its
+    _build/html and book/executed), that book is checked instead of a fresh build: how a
+    change to a page is checked in seconds, or an older build shown to fail.
     """
-    root, result = fast_book
+    built = os.environ.get("COLLAPSE_BOOK_ROOT")
+    if built:
+        root = Path(built).resolve()
+    else:
+        root, result = request.getfixturevalue("fast_book")
+        assert result.returncode == 0, "the book did not build: see test_book.py"
     html = root / "_build" / "html"
-    assert result.returncode == 0 and html.is_dir(), "the book did not build: see test_book.py"
+    assert html.is_dir(), f"no built book in {html}"
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
@@ -203,9 +273,7 @@ def _visit(context, base: str, html: Path, name: str) -> Visit:
             visit.failed_requests.append(f"{r.url} (HTTP {r.status})") if r.status >= 400 else None
         ),
     )
-    page.goto(base + name, wait_until="load")
-    if REDIRECT.search((html / name).read_text()):  # index.html forwards to the first page
-        page.wait_for_url(lambda url: url != base + name, wait_until="load")
+    _open(page, base, html, name)
     visit.seen = page.evaluate(INSPECT, STATES_RESULT)
     shot = SCREENSHOTS / name.replace("/", "__").removesuffix(".html")
     page.screenshot(path=f"{shot}.png")
@@ -217,7 +285,26 @@ def _visit(context, base: str, html: Path, name: str) -> Visit:
         page.screenshot(path=f"{shot}__model.png", full_page=True, clip=clip)
         visit.model_height = int(box["height"])
     page.close()
+    visit.phone = _look_at_phone_width(context, base, html, name, shot)
     return visit
+
+
+def _open(page, base: str, html: Path, name: str) -> None:
+    page.goto(base + name, wait_until="load")
+    if REDIRECT.search((html / name).read_text()):  # index.html forwards to the first page
+        page.wait_for_url(lambda url: url != base + name, wait_until="load")
+
+
+def _look_at_phone_width(context, base: str, html: Path, name: str, shot: Path) -> dict:
+    """The page again at a phone's width, as it lays out there (kept as {shot}.phone.png)."""
+    page = context.new_page()
+    page.route("**/*", functools.partial(_offline_only, failed=[]))
+    page.set_viewport_size(PHONE)
+    _open(page, base, html, name)
+    seen = page.evaluate(INSPECT, STATES_RESULT)
+    page.screenshot(path=f"{shot}.phone.png")
+    page.close()
+    return seen
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +323,7 @@ def browsed(site, tmp_path_factory) -> Browsed:
             executable_path=str(CHROMIUM),
             args=CHROMIUM_ARGS,
             headless=True,
-            viewport={"width": 1280, "height": 900},
+            viewport=DESKTOP,
         )
         try:
             pages = {name: _visit(context, base, html, name) for name in _pages(html)}
@@ -262,9 +349,9 @@ def test_every_page_was_visited(browsed):
         "book/executed/scoreboard.html",
     }
     assert expected <= set(browsed.pages), sorted(expected - set(browsed.pages))
-    assert len([p for p in SCREENSHOTS.glob("*.png") if "__model" not in p.stem]) == len(
-        browsed.pages
-    )
+    shots = [p for p in SCREENSHOTS.glob("*.png") if "__model" not in p.stem]
+    assert len([p for p in shots if not p.stem.endswith(".phone")]) == len(browsed.pages)
+    assert len([p for p in shots if p.stem.endswith(".phone")]) == len(browsed.pages)
 
 
 def test_no_console_errors(browsed):
@@ -287,13 +374,129 @@ def test_every_image_has_a_size(browsed):
     )
 
 
-def test_notebook_figures_are_numbered_and_captioned(browsed):
+def test_notebook_figures_are_numbered_within_their_chapter_and_captioned(browsed):
     for name in runner.Project(browsed.root).notebooks():
         figures = browsed.pages[f"book/executed/{name}.html"].seen["figures"]
         assert figures, f"{name}: no figure"
-        assert all(re.match(r"Fig\. \d+", number) for number in figures), (
-            f"{name}: a figure without a numbered caption: {figures}"
+        numbered = rf"Fig\. {int(name[:2])}\.\d+"
+        assert all(re.match(numbered, number) for number in figures), (
+            f"{name}: a figure not numbered as {numbered} with a caption: {figures}"
         )
+
+
+def _chapters(browsed):
+    for name in runner.Project(browsed.root).notebooks():
+        yield name, browsed.pages[f"book/executed/{name}.html"]
+
+
+def test_verdicts_come_first_at_a_glance(browsed):
+    """Right under the title, within the first 1.5 screens at both widths: one row per verdict
+    of the chapter, with its outcome badge, linking to the verdict below."""
+    records = runner.collect_records(runner.Project(browsed.root))
+    problems = []
+    for name, visit in _chapters(browsed):
+        mine = [r for r in records if r["notebook"] == name]
+        for seen in (visit.seen, visit.phone):
+            width, height = seen["viewport"]
+            if seen["first_verdict"] is None or seen["first_verdict"] > 1.5 * height:
+                problems.append(
+                    f"{name} at {width} px: first verdict at {seen['first_verdict']} px, "
+                    f"{(seen['first_verdict'] or 0) / height:.1f} screens down (at most 1.5)"
+                )
+        rows = visit.seen["glance"]
+        expected = [
+            (f"#verdict-{r['key']}", report.outcome(r).replace("-", " ")) for r in mine
+        ]
+        if [(row["href"], row["badge"]) for row in rows] != expected:
+            problems.append(f"{name}: at-a-glance rows {rows}, expected {expected}")
+        missing = {f"verdict-{r['key']}" for r in mine} - set(visit.seen["verdict_ids"])
+        if missing:
+            problems.append(f"{name}: no anchor for {sorted(missing)}")
+    assert not problems, "\n".join(problems)
+
+
+def test_figures_are_shown_at_their_drawn_size(browsed):
+    """At 1280 px no figure is shrunk below 1/1.5 of the width it was drawn for (its text
+    would fall under ~9 px), and each links to its full-resolution image (how a phone reader
+    opens it full screen)."""
+
+    def check(visit):
+        for image in visit.seen["shown"]:
+            if image["drawn"] and image["shown"] < image["drawn"] / 1.5:
+                yield (
+                    f"figure shown at {image['shown']:.0f} px of its {image['drawn']} px: "
+                    f"{image['src'].rsplit('/', 1)[-1]}"
+                )
+        for image in visit.phone["shown"]:
+            if "_images/" in image["src"] and not image["linked"]:
+                yield f"figure not linked to its full image: {image['src'].rsplit('/', 1)[-1]}"
+
+    problems = browsed.problems(lambda v: list(check(v)))
+    assert not problems, problems
+
+
+def test_tables_and_code_fit_their_column(browsed):
+    """At 1280 px no table or code block is wider than the text column; at 390 px the page
+    itself never scrolls sideways and a wide table scrolls inside its own box."""
+
+    def check(visit):
+        for table in visit.seen["wide_tables"]:
+            yield f"table {table['head']!r}: {table['width']} px in a {table['column']} px column"
+        yield from (f"code line runs off its box: {line!r}" for line in visit.seen["wide_code"])
+        yield from (
+            f"at 390 px code line runs off its box: {line!r}" for line in visit.phone["wide_code"]
+        )
+        if visit.phone["page_overflow"] > 1:
+            yield f"at 390 px the page scrolls sideways by {visit.phone['page_overflow']} px"
+        for table in visit.phone["wide_tables"]:
+            if not table["scrolls"]:
+                yield f"at 390 px table {table['head']!r} is cut off, not in a scrolling box"
+
+    problems = browsed.problems(lambda v: list(check(v)))
+    assert not problems, problems
+
+
+# A cell of a pandas-style index column, or of a value cut short.
+TRUNCATED = re.compile(r"(…|\.\.\.)$")
+
+
+def _table_problems(table) -> list[str]:
+    head, rows = table["head"], table["rows"]
+    found = []
+    if head and not head[0]:
+        found.append(f"a table with an unnamed index column: {head}")
+    first = [row[0] for row in rows if row]
+    if len(first) > 1 and first == [str(i) for i in range(len(first))]:
+        found.append(f"a table whose first column is a row count 0..{len(first) - 1}: {head}")
+    found += [f"a snake_case column name {h!r}" for h in head if re.fullmatch(r"[a-z]+_\w+", h)]
+    found += [
+        f"a truncated cell {cell!r}" for row in rows for cell in row if TRUNCATED.search(cell)
+    ]
+    found += [f"a NaN cell in {head}" for row in rows for cell in row if cell in ("nan", "NaN")]
+    return found
+
+
+def test_no_raw_artefacts(browsed):
+    """No warning, local path, object repr, long float, machine timing, progress bar or NaN in
+    what the cells show; no index column, snake_case header or truncated cell in a table; no
+    emoji (a reader without an emoji font sees empty boxes); no TeX in the page title."""
+
+    def check(visit):
+        seen = visit.seen
+        for what, pattern in pages.ARTEFACTS.items():
+            for match in pattern.finditer(seen["outputs"]):
+                yield f"{what} in an output: {match.group(0)!r}"
+        for match in pages.ARTEFACTS["a timing of this machine"].finditer(seen["text"]):
+            yield f"a timing of this machine in the text: {match.group(0)!r}"
+        for match in pages.EMOJI.finditer(seen["text"] + seen["outputs"]):
+            yield f"an emoji {match.group(0)!r}"
+        for table in seen["tables"]:
+            yield from _table_problems(table)
+        if re.search(r"[$\\]", seen["title"]):
+            yield f"TeX in the page title {seen['title']!r}"
+
+    problems = browsed.problems(lambda v: list(check(v)))
+    assert not problems, problems
 
 
 def test_math_is_typeset(browsed):
@@ -357,14 +560,11 @@ def test_every_chapter_shows_its_model(browsed):
 
 
 def test_scoreboard_lists_every_verdict(browsed):
+    """Once each, with its outcome badge, linking to its verdict in its chapter."""
     records = runner.collect_records(runner.Project(browsed.root))
-    rows = browsed.pages["book/executed/scoreboard.html"].seen["table"]
-    assert records and len(rows) == len(records)
+    page = browsed.pages["book/executed/scoreboard.html"].seen
+    listed = {row["href"]: row["badge"] for row in page["scoreboard"]}
+    assert records and len(page["scoreboard"]) == len(records) == len(listed)
     for record in records:
-        matching = [row for row in rows if row[2].endswith(f"; {record['key']})")]
-        assert len(matching) == 1, f"{record['key']} is not on the scoreboard exactly once"
-        assert matching[0][0] == report.outcome(record).replace("-", " "), (
-            record["key"],
-            matching[0][0],
-        )
-        assert matching[0][1] == record["notebook"], matching[0]
+        href = f"{record['notebook']}.html#verdict-{record['key']}"
+        assert listed.get(href) == report.outcome(record).replace("-", " "), (href, listed)

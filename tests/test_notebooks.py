@@ -11,11 +11,12 @@ import pytest
 import yaml
 
 from collapse import report
-from collapse.book import runner
+from collapse.book import pages, runner
 
 ROOT = Path(__file__).resolve().parents[1]
 
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]-*.md"))
+REASONS = {"why", "short"}  # an entry's reasons, beside its outcome per profile
 EXPECTATIONS = yaml.safe_load((ROOT / "notebooks" / "expectations.yml").read_text()) or {}
 
 
@@ -53,15 +54,32 @@ def test_every_expectation_names_a_notebook_and_explains_failures():
     for name, verdicts in EXPECTATIONS.items():
         assert name in NOTEBOOKS, f"expectations.yml names unknown notebook {name}"
         for key, outcomes in verdicts.items():
-            assert set(outcomes) <= set(runner.PROFILES) | {"why"}, (
+            assert set(outcomes) <= set(runner.PROFILES) | REASONS, (
                 f"{name} {key}: unknown entries {set(outcomes)}"
             )
-            outcomes_seen = {v for k, v in outcomes.items() if k != "why"}
+            outcomes_seen = {v for k, v in outcomes.items() if k not in REASONS}
             assert outcomes_seen <= set(report.OUTCOMES), f"{name} {key}: {outcomes_seen}"
             if outcomes_seen - {"reproduced"}:
-                assert outcomes.get("why"), (
-                    f"{name} {key} is not reproduced somewhere but gives no why"
+                assert outcomes.get("why") and outcomes.get("short"), (
+                    f"{name} {key} is not reproduced somewhere but gives no why and short"
                 )
+                short = outcomes["short"]
+                assert len(short) <= 160 and "|" not in short and "\n" not in short.strip(), (
+                    f"{name} {key}: the short reason must be one line of at most 160 characters"
+                )
+                assert not pages.ascii_math(short), (name, key, pages.ascii_math(short))
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_fast_pages_show_no_raw_artefacts(fast_book, name):
+    """What the page would show, read from the executed notebook: no warning, path, repr, long
+    float, timing, NaN, stderr, pandas HTML table, over-wide figure, ASCII math or emoji."""
+    import nbformat
+
+    root, _ = fast_book
+    notebook = nbformat.read(str(root / "book" / "executed" / f"{name}.ipynb"), as_version=4)
+    found = pages.artefacts(notebook)
+    assert not found, "\n".join(found)
 
 
 def test_book_parameters_are_the_parameters_cell():

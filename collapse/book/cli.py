@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from .. import report
 from ..checks import ParameterError
-from . import assignments, executors, mathjax, runner, scoreboard
+from . import assignments, executors, mathjax, pages, runner, scoreboard
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -209,12 +209,8 @@ def _book(project: runner.Project, profile: str, student: bool = False, **execut
     mathjax.require(project.root)  # before minutes of notebooks: the build needs the local copy
     _run_all(project, [], profile, [], **executor)
     records, expectations = runner.collect_records(project), project.expectations()
-    (project.executed_dir / "scoreboard.md").write_text(
-        scoreboard.scoreboard_markdown(records, expectations)
-    )
-    (project.executed_dir / "summary.md").write_text(
-        scoreboard.summary_markdown(records, expectations)
-    )
+    pages.prepare_all(project.executed_dir, records, expectations)
+    scoreboard.write_pages(project.root, records, expectations)
     jupyter_book = shutil.which(
         "jupyter-book", path=str(Path(sys.executable).parent)
     ) or shutil.which("jupyter-book")

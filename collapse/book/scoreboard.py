@@ -1,22 +1,33 @@
 """The verdict records of executed notebooks: collected, checked against expectations.yml,
-counted by kind and outcome, and written as the scoreboard and the intro's summary."""
+counted by kind and outcome, and written as the scoreboard page, the intro's tables and its
+overview figure."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from pathlib import Path
 
-from ..report import KIND_LABELS, KINDS, METADATA_KEY, OUTCOMES, outcome
+import yaml
+
+from ..report import KINDS, METADATA_KEY, OUTCOMES, outcome
 
 __all__ = [
     "records_from_notebook",
     "check_expectations",
     "counts",
     "counts_text",
+    "Chapter",
+    "chapters",
+    "short_reason",
+    "badge",
     "scoreboard_markdown",
     "summary_markdown",
+    "overview_figure",
+    "write_pages",
 ]
 
-# How each kind is headed on the scoreboard, in the order shown.
+# How each kind is named on the scoreboard, in the order shown.
 _HEADINGS = {
     "claim": "Claims of the papers",
     "analogue": "Claims run on a stand-in",
@@ -24,6 +35,14 @@ _HEADINGS = {
 }
 # Not reproduced first, then inconclusive: what a reader should see first.
 _ORDER = {"not-reproduced": 0, "inconclusive": 1, "reproduced": 2}
+_BADGES = {
+    "reproduced": ("success", "reproduced"),
+    "not-reproduced": ("danger", "not reproduced"),
+    "inconclusive": ("warning", "inconclusive"),
+}
+_KIND_BADGES = {"analogue": "on a stand-in", "sanity": "sanity check"}
+# The colours of the outcomes in the overview figure (Okabe-Ito, as the chapters' figures).
+_COLOURS = {"reproduced": "#009E73", "not-reproduced": "#D55E00", "inconclusive": "#E69F00"}
 
 
 def records_from_notebook(notebook) -> list[dict]:
@@ -82,14 +101,6 @@ def counts_text(records: list[dict]) -> list[str]:
     return lines
 
 
-def _why(record: dict, expectations: dict) -> str:
-    return expectations.get(record["notebook"], {}).get(record["key"], {}).get("why", "")
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def _tally_sentence(tally: Counter) -> str:
     total = sum(tally.values())
     rest = [f"{tally[o]} {o.replace('-', ' ')}" for o in OUTCOMES[1:] if tally[o]]
@@ -98,75 +109,253 @@ def _tally_sentence(tally: Counter) -> str:
     )
 
 
-def scoreboard_markdown(records: list[dict], expectations: dict) -> str:
-    """The scoreboard page: every verdict grouped by what it tested, failures first."""
+def badge(result: str) -> str:
+    """An outcome as a sphinx-design badge: coloured text, no emoji (not every reader has an
+    emoji font)."""
+    colour, text = _BADGES[result]
+    return f"{{bdg-{colour}}}`{text}`"
+
+
+def kind_badge(record: dict) -> str:
+    """' {bdg-secondary-line}`sanity check`' for a sanity check or a stand-in, else ''."""
+    label = _KIND_BADGES.get(_kind(record))
+    return f" {{bdg-secondary-line}}`{label}`" if label else ""
+
+
+def _entry(record: dict, expectations: dict) -> dict:
+    return expectations.get(record["notebook"], {}).get(record["key"], {})
+
+
+def short_reason(record: dict, expectations: dict) -> str:
+    """One line on why a verdict came out as it did: what a reproduced verdict was held to,
+    else the `short` reason recorded in expectations.yml (its `why` when there is none)."""
+    if outcome(record) == "reproduced":
+        return f"Held to: {record['expected']}"
+    entry = _entry(record, expectations)
+    return entry.get("short") or entry.get("why") or "See the chapter's verdict."
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ").strip()
+
+
+class Chapter:
+    """A chapter of the book: its notebook name, number, title and the part (paper) it is in."""
+
+    def __init__(self, name: str, title: str, part: str):
+        self.name, self.title, self.part = name, title, part
+        self.number = int(name[:2])
+
+    def link(self) -> str:
+        """A link to the chapter from a page in book/executed/."""
+        return f"{self.name}.ipynb"
+
+
+def chapters(root: Path) -> list[Chapter]:
+    """The chapters in table-of-contents order, with the caption of their part and the title
+    of their notebook."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    found = []
+    for part in toc.get("parts", []):
+        for entry in part.get("chapters", []):
+            match = re.fullmatch(r"book/executed/(\d\d-[\w-]+)", entry.get("file", ""))
+            if match:
+                source = (root / "notebooks" / f"{match.group(1)}.md").read_text()
+                title = next(
+                    (line[2:].strip() for line in source.splitlines() if line.startswith("# ")),
+                    match.group(1),
+                )
+                found.append(Chapter(match.group(1), title, part.get("caption", "")))
+    return found
+
+
+def _by_chapter(records: list[dict], book: list[Chapter]) -> list[tuple[Chapter, list[dict]]]:
+    return [(c, [r for r in records if r["notebook"] == c.name]) for c in book]
+
+
+def _profiles(records: list[dict]) -> str:
+    return ", ".join(sorted({r["profile"] for r in records})) or "none"
+
+
+def scoreboard_markdown(records: list[dict], expectations: dict, book: list[Chapter]) -> str:
+    """The scoreboard page: an overview of every chapter's outcomes, then every verdict
+    under its paper and chapter, with its badge, a one-line reason and, folded, what was
+    measured and why."""
     table = counts(records)
     lines = [
         "# Scoreboard",
         "",
-        "Every verdict computed by the executed notebooks, grouped by what it tested "
-        "(see {ref}`methods-verdicts`). Within a group, claims that did not reproduce come "
-        "first, with what we measured and why we think so. The claims and their references "
-        "are those of {cite:t}`wu2024role` and {cite:t}`naitsaada2025gap`.",
+        f"Every verdict computed by the executed notebooks (profile {_profiles(records)}), "
+        "under the paper and the chapter it belongs to; within a chapter, verdicts that did not "
+        "reproduce come first. A badge says what a verdict tested ({ref}`methods-verdicts`): "
+        "unmarked, a claim of the paper; *on a stand-in*, a claim run on a model or corpus "
+        "other than the paper's; *sanity check*, an identity of our own code, never counted as "
+        "a reproduced claim. The claims are those of {cite:t}`wu2024role` and "
+        "{cite:t}`naitsaada2025gap`.",
+        "",
+        "::::{container} scoreboard-overview",
+        "| Chapter | Verdicts | Reproduced | Not reproduced | Inconclusive |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for chapter, group in _by_chapter(records, book):
+        tally = Counter(outcome(r) for r in group)
+        lines.append(
+            f"| [{chapter.number}. {_cell(chapter.title)}]({chapter.link()}) | {len(group)} | "
+            + " | ".join(str(tally[o]) for o in OUTCOMES)
+            + " |"
+        )
+    total = Counter(outcome(r) for r in records)
+    lines += [
+        f"| **All chapters** | **{len(records)}** | "
+        + " | ".join(f"**{total[o]}**" for o in OUTCOMES)
+        + " |",
+        "::::",
         "",
     ]
     for kind, heading in _HEADINGS.items():
         if sum(table[kind].values()):
             lines.append(f"- {heading}: {_tally_sentence(table[kind])}.")
-    for kind, heading in _HEADINGS.items():
-        group = [r for r in records if _kind(r) == kind]
+    part = None
+    for chapter, group in _by_chapter(records, book):
         if not group:
             continue
-        group.sort(key=lambda r: (_ORDER[outcome(r)], r["notebook"]))
-        lines += [
-            "",
-            f"## {heading}",
-            "",
-            f"{KINDS[kind].capitalize()}: {_tally_sentence(table[kind])}.",
-            "",
-            "| outcome | chapter | claim | measured | expected | why | profile |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for r in group:
-            result = outcome(r)
-            mark = "reproduced" if result == "reproduced" else f"**{result.replace('-', ' ')}**"
-            cells = [
-                mark,
-                f"[{r['notebook']}]({r['notebook']}.ipynb#verdicts)",
-                f"{r['claim']} ({r['paper_ref']}; `{r['key']}`)",
-                r["measured"],
-                r["expected"],
-                _why(r, expectations),
-                r["profile"],
-            ]
-            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        if chapter.part != part:
+            part = chapter.part
+            lines += ["", f"## {part}"]
+        lines += ["", f"### {chapter.number}. {chapter.title}", ""]
+        for r in sorted(group, key=lambda r: _ORDER[outcome(r)]):
+            lines += _verdict_block(r, expectations, chapter)
     return "\n".join(lines) + "\n"
 
 
-def summary_markdown(records: list[dict], expectations: dict) -> str:
-    """A few lines for the intro page: how many claims reproduced, per kind, and which
-    did not, with why.
-    """
+def _verdict_block(record: dict, expectations: dict, chapter: Chapter) -> list[str]:
+    why = _entry(record, expectations).get("why", "")
+    details = [f"Measured: {record['measured']}", "", f"Expected: {record['expected']}"]
+    if why and outcome(record) != "reproduced":
+        details += ["", f"Why: {why}"]
+    return [
+        "::::{container} scoreboard-verdict",
+        f"{badge(outcome(record))}{kind_badge(record)} "
+        f"[{_cell(record['claim'])}](#verdict-{record['key']}) "
+        f"({record['paper_ref']}; `{record['key']}`)",
+        "",
+        short_reason(record, expectations),
+        "",
+        ":::{dropdown} What was measured" + (" and why" if len(details) > 3 else ""),
+        *details,
+        ":::",
+        "::::",
+        "",
+    ]
+
+
+def summary_markdown(records: list[dict], expectations: dict, book: list[Chapter]) -> str:
+    """The intro's summary: the counts per kind, the overview figure, and one table per paper
+    with each chapter's claim, outcome, reason and link."""
     if not records:
         return "No notebook has been executed yet: run `collapse book` to fill this in.\n"
     table = counts(records)
-    profiles = ", ".join(sorted({r["profile"] for r in records}))
     lines = [
-        f"In this build (profile {profiles}), the {{doc}}`scoreboard "
-        "</book/executed/scoreboard>` lists every verdict:",
+        f"In this build (profile {_profiles(records)}) the chapters compute "
+        f"{len(records)} verdicts; the {{doc}}`scoreboard </book/executed/scoreboard>` lists "
+        "each one with what was measured.",
         "",
     ]
     for kind, heading in _HEADINGS.items():
         if sum(table[kind].values()):
             lines.append(f"- **{heading}**: {_tally_sentence(table[kind])}.")
-    failed = [r for r in records if outcome(r) != "reproduced"]
-    if failed:
-        lines += ["", "Not reproduced or inconclusive:", ""]
-        for r in sorted(failed, key=lambda r: (_ORDER[outcome(r)], r["notebook"])):
-            why = _why(r, expectations) or "see the chapter"
-            tag = KIND_LABELS[_kind(r)]
-            lines.append(
-                f"- {r['claim']}{tag} ({r['paper_ref']}; {{doc}}`/book/executed/{r['notebook']}`"
-                f"): {outcome(r).replace('-', ' ')}. {why}"
-            )
+    lines += [
+        "",
+        "```{figure} executed/overview.png",
+        ":name: fig-overview",
+        ":width: 660px",
+        ":alt: One bar per chapter, split into its reproduced, not reproduced and inconclusive"
+        " verdicts.",
+        "",
+        "Every chapter's verdicts by outcome, grouped by paper; sanity checks of our own code "
+        "are left out. Green: reproduced; vermilion: not reproduced; orange: inconclusive.",
+        "```",
+    ]
+    part = None
+    for chapter, group in _by_chapter(records, book):
+        if chapter.part != part:
+            part = chapter.part
+            lines += [
+                "",
+                f"**{part}**",
+                "",
+                "| Chapter | Outcome and reason |",
+                "|---|---|",
+            ]
+        lines.append(_chapter_row(chapter, group, expectations))
     return "\n".join(lines) + "\n"
+
+
+def _chapter_row(chapter: Chapter, group: list[dict], expectations: dict) -> str:
+    """A chapter in one row: its claims' overall outcome and the first reason a claim failed."""
+    claims = [r for r in group if _kind(r) != "sanity"]
+    tally = Counter(outcome(r) for r in claims)
+    link = f"{{doc}}`{chapter.number}. {_cell(chapter.title)} </book/executed/{chapter.name}>`"
+    if not claims:
+        return f"| {link} | Not run yet: `collapse book` computes its verdicts. |"
+    if tally["reproduced"] == len(claims):
+        result, reason = badge("reproduced"), f"all {len(claims)} verdicts."
+    else:
+        first = min(
+            (r for r in claims if outcome(r) != "reproduced"), key=lambda r: _ORDER[outcome(r)]
+        )
+        result = (
+            badge(outcome(first))
+            if tally["reproduced"] == 0
+            else f"{{bdg-warning-line}}`{tally['reproduced']} of {len(claims)} reproduced`"
+        )
+        reason = f"{first['claim']}: {short_reason(first, expectations)}"
+    return f"| {link} | {result} {_cell(reason)} |"
+
+
+def overview_figure(records: list[dict], book: list[Chapter], path: Path) -> None:
+    """Horizontal bars, one per chapter, of its claim verdicts by outcome, written to `path`
+    (PNG, drawn at the book's page width)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [(c, [r for r in g if _kind(r) != "sanity"]) for c, g in _by_chapter(records, book)]
+    fig, ax = plt.subplots(figsize=(6.6, 0.42 * len(rows) + 1.0), dpi=100)
+    y = list(range(len(rows)))[::-1]
+    left = [0] * len(rows)
+    for result in OUTCOMES:
+        widths = [sum(outcome(r) == result for r in g) for _, g in rows]
+        ax.barh(y, widths, left=left, color=_COLOURS[result], label=result.replace("-", " "))
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.set_yticks(y, [_wrap(f"{c.number}. {c.title}") for c, _ in rows], fontsize=8.5)
+    ax.set_xlabel("verdicts (claims and stand-ins)", fontsize=10)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(frameon=False, fontsize=9, loc="lower right")
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}")
+    fig.savefig(tmp, format="png", dpi=200)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def _wrap(title: str, width: int = 44) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(title, width))
+
+
+def write_pages(root: Path, records: list[dict], expectations: dict) -> None:
+    """scoreboard.md, summary.md (included by the intro) and overview.png in book/executed/."""
+    executed = root / "book" / "executed"
+    executed.mkdir(parents=True, exist_ok=True)
+    book = chapters(root)
+    for name, text in (
+        ("scoreboard.md", scoreboard_markdown(records, expectations, book)),
+        ("summary.md", summary_markdown(records, expectations, book)),
+    ):
+        tmp = executed / f".{name}"
+        tmp.write_text(text)
+        tmp.replace(executed / name)
+    overview_figure(records, book, executed / "overview.png")

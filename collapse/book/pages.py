@@ -1,0 +1,218 @@
+"""An executed notebook made into a book page: verdicts at a glance under the title, each
+verdict drawn with a badge and an anchor, bookkeeping cells off the page; and the
+artefacts a page must not show.
+
+`prepare` runs on every executed notebook before the book is built (`collapse book`), from
+the verdict records and notebooks/expectations.yml, so that the page's look can change
+without executing anything again. It is idempotent. The downloadable notebook keeps every
+cell: a removed cell is only tagged `remove-cell`, which the book honours and Jupyter
+ignores.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..report import METADATA_KEY, outcome
+from .scoreboard import badge, kind_badge, short_reason
+
+__all__ = [
+    "prepare",
+    "prepare_all",
+    "glance_markdown",
+    "verdict_markdown",
+    "artefacts",
+    "ascii_math",
+    "ARTEFACTS",
+    "EMOJI",
+]
+
+GLANCE_TAG = "verdicts-at-a-glance"
+TITLE_TAG = "chapter-title"
+# Cells a reader of the page does not need; the downloadable notebook keeps them.
+OFF_PAGE_TAGS = ("injected-parameters", "check")
+
+
+def anchor(record: dict) -> str:
+    return f"verdict-{record['key']}"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ").strip()
+
+
+def verdict_markdown(record: dict) -> str:
+    """A verdict as the page shows it: an anchor, its badge, the claim, what was measured and
+    what it was held to."""
+    return (
+        f"({anchor(record)})=\n"
+        f"{badge(outcome(record))}{kind_badge(record)} **{record['claim']}** "
+        f"({record['paper_ref']}; `{record['key']}`)\n\n"
+        f"Measured: {record['measured']}  \nExpected: {record['expected']}\n"
+    )
+
+
+def glance_markdown(records: list[dict], expectations: dict) -> str:
+    """The table under a chapter's title: claim (linking to its verdict), outcome, reason."""
+    lines = [
+        "::::{container} verdict-glance",
+        "**Verdicts at a glance.** Each links to its verdict in [Verdicts](#verdicts); "
+        "badges say what was tested ({ref}`methods-verdicts`).",
+        "",
+        "| Claim | Outcome | Reason |",
+        "|---|---|---|",
+    ]
+    for r in records:
+        lines.append(
+            f"| [{_cell(r['claim'])}](#{anchor(r)}) | {badge(outcome(r))}{kind_badge(r)} "
+            f"| {_cell(short_reason(r, expectations))} |"
+        )
+    lines.append("::::")
+    return "\n".join(lines) + "\n"
+
+
+def _tags(cell) -> list:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def _tag(cell, tag: str) -> None:
+    tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+    if tag not in tags:
+        tags.append(tag)
+
+
+def _split_title(notebook) -> int:
+    """Put the chapter's `# Title` in a cell of its own; return that cell's index."""
+    import nbformat
+
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "markdown":
+            continue
+        if TITLE_TAG in _tags(cell):
+            return index
+        lines = cell.source.splitlines()
+        heading = next((i for i, line in enumerate(lines) if line.startswith("# ")), None)
+        if heading is None:
+            return -1
+        rest = "\n".join(lines[heading + 1 :]).strip("\n")
+        cell.source = "\n".join(lines[: heading + 1])
+        _tag(cell, TITLE_TAG)
+        if rest:
+            notebook.cells.insert(index + 1, nbformat.v4.new_markdown_cell(rest))
+        return index
+    return -1
+
+
+def prepare(notebook, records: list[dict], expectations: dict) -> None:
+    """Make an executed notebook a book page, in place (idempotent)."""
+    import nbformat
+
+    by_key = {r["key"]: r for r in records}
+    notebook.cells = [c for c in notebook.cells if GLANCE_TAG not in _tags(c)]
+    for cell in notebook.cells:
+        if any(t in _tags(cell) for t in OFF_PAGE_TAGS):
+            _tag(cell, "remove-cell")
+        for output in cell.get("outputs", []):
+            record = output.get("metadata", {}).get(METADATA_KEY)
+            if record is not None and record["key"] in by_key:
+                output["data"]["text/markdown"] = verdict_markdown(by_key[record["key"]])
+    title = _split_title(notebook)
+    if records:
+        glance = nbformat.v4.new_markdown_cell(
+            glance_markdown(records, expectations), metadata={"tags": [GLANCE_TAG]}
+        )
+        notebook.cells.insert(title + 1, glance)
+
+
+# What no rendered page may show (see `artefacts`), with what each one is.
+ARTEFACTS = {
+    "a warning": re.compile(r"\w*Warning\b"),
+    "a local path": re.compile(r"(/tmp/|/home/|/work/|/root/|/usr/|site-packages|\.venv/)"),
+    "an object repr": re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>|\bat 0x[0-9a-f]{6,}"),
+    "a number with too many digits": re.compile(r"\d\.\d{8,}"),
+    "a timing of this machine": re.compile(r"on this machine|estimated \d+(\.\d+)? ?s\b"),
+    "a progress bar": re.compile(r"\d+%\|.*\||\d+(\.\d+)?it/s\]"),
+    "a NaN": re.compile(r"\bnan\b|\bNaN\b"),
+}
+# ASCII standing in for math in a verdict text or a caption (outside $...$).
+_ASCII_MATH = re.compile(
+    r"\|\||<=|>=|\bsqrt\(|\bmu\(|\bmu\b|\beps\b|\bsigma_|\bgamma_|\bd_[A-Za-z]{1,3}\b"
+    r"|\b\d(\.\d+)?e-\d+\b|\^\d|\blog\("
+)
+EMOJI = re.compile("[\u2600-\u27bf\U0001f300-\U0001faff\u2b50\u2b55\u2753-\u2755]")
+_MATH = re.compile(r"\$\$.*?\$\$|\$[^$]*\$", re.S)
+
+
+def ascii_math(text: str) -> list[str]:
+    """Pieces of `text`, outside its $...$ math, that spell math in ASCII (mu(X), ||x||, <=)."""
+    return [m.group(0) for m in _ASCII_MATH.finditer(_MATH.sub(" ", text))]
+
+
+def _output_text(output) -> str:
+    if output.get("output_type") == "stream":
+        return output.get("text", "")
+    data = output.get("data", {})
+    return "\n".join(
+        str(data.get(mime, "")) for mime in ("text/markdown", "text/html", "text/plain")
+    )
+
+
+def artefacts(notebook) -> list[str]:
+    """What an executed notebook would show a reader that it should not: warnings, local
+    paths, reprs, long floats, timings, NaN, stderr, pandas' HTML tables, figures drawn wider
+    than the page, ASCII math or emoji in verdicts and captions. One line each."""
+    found = []
+    for index, cell in enumerate(notebook.cells):
+        where = f"cell {index}"
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell.cell_type == "markdown":
+            found += [f"{where}: an emoji {e!r}" for e in EMOJI.findall(cell.source)]
+            continue
+        if "remove-cell" in tags or "remove-output" in tags:
+            continue
+        caption = cell.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("caption")
+        if caption:
+            found += [f"{where}: ASCII math in the caption: {a!r}" for a in ascii_math(caption)]
+        for output in cell.get("outputs", []):
+            kind = output.get("output_type")
+            if kind == "stream" and output.get("name") == "stderr":
+                found.append(f"{where}: stderr output {output.get('text', '')[:80]!r}")
+            if kind == "error":
+                found.append(f"{where}: an error output")
+            text = _output_text(output)
+            for what, pattern in ARTEFACTS.items():
+                match = pattern.search(text)
+                if match:
+                    found.append(f"{where}: {what}: {match.group(0)!r}")
+            found += [f"{where}: an emoji {e!r}" for e in EMOJI.findall(text)]
+            data = output.get("data", {})
+            if 'class="dataframe"' in data.get("text/html", ""):
+                found.append(f"{where}: a pandas HTML table (use collapse.tables.show)")
+            if kind == "execute_result" and set(data) == {"text/plain"}:
+                found.append(f"{where}: a bare repr {data['text/plain'][:60]!r}")
+            if "image/png" in data:
+                width = output.get("metadata", {}).get("image/png", {}).get("width")
+                if width is None:
+                    found.append(f"{where}: a figure without its display width (use_style)")
+                elif width > 700:
+                    found.append(f"{where}: a figure {width} px wide, wider than the page")
+            record = output.get("metadata", {}).get(METADATA_KEY)
+            if record:
+                for field in ("claim", "measured", "expected"):
+                    found += [
+                        f"{where}: ASCII math in {record['key']}.{field}: {a!r}"
+                        for a in ascii_math(record[field])
+                    ]
+    return found
+
+
+def prepare_all(executed_dir, records: list[dict], expectations: dict) -> None:
+    """`prepare` every executed notebook in `executed_dir`, each rewritten atomically."""
+    import nbformat
+
+    for path in sorted(executed_dir.glob("[0-9][0-9]-*.ipynb")):
+        notebook = nbformat.read(str(path), as_version=4)
+        prepare(notebook, [r for r in records if r["notebook"] == path.stem], expectations)
+        partial = path.with_name(f".{path.stem}.page.ipynb")
+        nbformat.write(notebook, str(partial))
+        partial.replace(path)

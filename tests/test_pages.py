@@ -1,0 +1,130 @@
+"""An executed notebook made into a page: verdicts at a glance, badges, anchors, bookkeeping
+off the page, and the artefacts a page must not show."""
+
+import nbformat
+
+from collapse.book import pages
+from collapse.report import METADATA_KEY
+
+
+def record(key, passed=True, kind="claim"):
+    return {
+        "key": key,
+        "kind": kind,
+        "decided": True,
+        "claim": r"Tokens collapse: $\mu \to 0$",
+        "paper_ref": "Theorem 1",
+        "measured": "fall $37.8$",
+        "expected": r"$\log\mu(L) \le \log\mu(0) - 2$",
+        "passed": passed,
+        "notebook": "01-x",
+        "profile": "fast",
+    }
+
+
+def executed(records):
+    """A small executed chapter: title and prose in one cell, parameters, a check, verdicts."""
+    v4 = nbformat.v4
+    cells = [
+        v4.new_markdown_cell("# A chapter\n\nProse under the title.\n\n:::{prf:theorem}\n:::"),
+        v4.new_code_cell("n = 3", metadata={"tags": ["parameters"]}),
+        v4.new_code_cell("n = 4", metadata={"tags": ["injected-parameters"]}),
+    ]
+    for r in records:
+        output = v4.new_output(
+            "display_data", data={"text/markdown": "plain"}, metadata={METADATA_KEY: r}
+        )
+        cells.append(v4.new_code_cell("report.verdict(...)", outputs=[output]))
+    cells.append(v4.new_code_cell("# Check: it works", metadata={"tags": ["check"]}))
+    return v4.new_notebook(cells=cells)
+
+
+EXPECTATIONS = {"01-x": {"b": {"fast": "not-reproduced", "short": "Too few layers.", "why": "w"}}}
+
+
+def test_the_glance_sits_under_the_title_with_one_row_per_verdict():
+    records = [record("a"), record("b", passed=False), record("c", kind="sanity")]
+    notebook = executed(records)
+    pages.prepare(notebook, records, EXPECTATIONS)
+    title, glance, prose = notebook.cells[:3]
+    assert title.source == "# A chapter" and prose.source.startswith("Prose under the title.")
+    assert "verdicts-at-a-glance" in glance.metadata.tags
+    rows = [line for line in glance.source.splitlines() if line.startswith("| [")]
+    assert rows == [
+        r"| [Tokens collapse: $\mu \to 0$](#verdict-a) | {bdg-success}`reproduced` "
+        r"| Held to: $\log\mu(L) \le \log\mu(0) - 2$ |",
+        r"| [Tokens collapse: $\mu \to 0$](#verdict-b) | {bdg-danger}`not reproduced` "
+        "| Too few layers. |",
+        r"| [Tokens collapse: $\mu \to 0$](#verdict-c) | {bdg-success}`reproduced` "
+        r"{bdg-secondary-line}`sanity check` | Held to: $\log\mu(L) \le \log\mu(0) - 2$ |",
+    ]
+
+
+def test_each_verdict_is_redrawn_with_its_anchor_and_badge():
+    records = [record("a"), record("b", passed=False)]
+    notebook = executed(records)
+    pages.prepare(notebook, records, EXPECTATIONS)
+    shown = [
+        o["data"]["text/markdown"]
+        for c in notebook.cells
+        for o in c.get("outputs", [])
+        if METADATA_KEY in o.get("metadata", {})
+    ]
+    assert shown[0].startswith("(verdict-a)=\n{bdg-success}`reproduced` **Tokens collapse")
+    assert shown[1].startswith("(verdict-b)=\n{bdg-danger}`not reproduced`")
+    assert "Measured: fall $37.8$" in shown[1]
+
+
+def test_bookkeeping_is_tagged_off_the_page_and_kept_in_the_notebook():
+    records = [record("a")]
+    notebook = executed(records)
+    pages.prepare(notebook, records, {})
+    tags = {c.source.splitlines()[0]: c.metadata.get("tags", []) for c in notebook.cells}
+    assert "remove-cell" in tags["n = 4"] and "remove-cell" in tags["# Check: it works"]
+    assert "remove-cell" not in tags["n = 3"]  # the parameters a reader may change stay
+
+
+def test_prepare_is_idempotent():
+    records = [record("a"), record("b", passed=False)]
+    once = executed(records)
+    pages.prepare(once, records, EXPECTATIONS)
+    twice = nbformat.from_dict(nbformat.v4.new_notebook(cells=[dict(c) for c in once.cells]))
+    pages.prepare(twice, records, EXPECTATIONS)
+    assert [c.source for c in twice.cells] == [c.source for c in once.cells]
+    assert [c.metadata for c in twice.cells] == [c.metadata for c in once.cells]
+
+
+def test_artefacts_are_found_and_named():
+    v4 = nbformat.v4
+    stream = v4.new_output("stream", name="stderr", text="FutureWarning: /tmp/x.py:3\n")
+    result = v4.new_output("execute_result", data={"text/plain": "0.30000000000000004"})
+    figure = v4.new_output(
+        "display_data",
+        data={"image/png": "iVBOR"},
+        metadata={"image/png": {"width": 1100, "height": 400}},
+    )
+    verdict = v4.new_output(
+        "display_data",
+        data={"text/markdown": "x"},
+        metadata={METADATA_KEY: {**record("a"), "expected": "log mu(L) <= log mu(0) - 2"}},
+    )
+    notebook = v4.new_notebook(
+        cells=[
+            v4.new_markdown_cell("Reproduced ✅"),
+            v4.new_code_cell("x", outputs=[stream, result, figure, verdict]),
+        ]
+    )
+    found = "\n".join(pages.artefacts(notebook))
+    for what in (
+        "an emoji",
+        "stderr output",
+        "a warning",
+        "a local path",
+        "a number with too many digits",
+        "a bare repr",
+        "1100 px wide",
+        "ASCII math in a.expected: '<='",
+    ):
+        assert what in found, what
+    assert pages.ascii_math(r"held to $\mu(X) \le 10^{-3}$") == []
+    assert pages.ascii_math("mu(X) <= 1e-3") == ["mu(", "<=", "1e-3"]
