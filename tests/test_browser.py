@@ -90,7 +90,8 @@ const layout = () => {
       badge: v.querySelector(".sd-badge")?.innerText || ""})),
     shown: Array.from(column.querySelectorAll("img")).map(i => ({
       src: i.currentSrc || i.src,
-      drawn: Number(i.getAttribute("width")) || i.naturalWidth,
+      // the width it was drawn for: declared by the page (a 2x image), else its pixels
+      drawn: parseFloat(i.style.width) || Number(i.getAttribute("width")) || i.naturalWidth,
       shown: i.getBoundingClientRect().width,
       linked: !!i.closest("a[href]")})),
     wide_tables: Array.from(column.querySelectorAll("table"))
@@ -456,7 +457,7 @@ def test_tables_and_code_fit_their_column(browsed):
     assert not problems, problems
 
 
-# A cell of a pandas-style index column, or of a value cut short.
+# A table cell whose value was cut short (pandas shortens long values with an ellipsis).
 TRUNCATED = re.compile(r"(…|\.\.\.)$")
 
 
@@ -465,9 +466,6 @@ def _table_problems(table) -> list[str]:
     found = []
     if head and not head[0]:
         found.append(f"a table with an unnamed index column: {head}")
-    first = [row[0] for row in rows if row]
-    if len(first) > 1 and first == [str(i) for i in range(len(first))]:
-        found.append(f"a table whose first column is a row count 0..{len(first) - 1}: {head}")
     found += [f"a snake_case column name {h!r}" for h in head if re.fullmatch(r"[a-z]+_\w+", h)]
     found += [
         f"a truncated cell {cell!r}" for row in rows for cell in row if TRUNCATED.search(cell)
