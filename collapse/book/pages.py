@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from ..report import METADATA_KEY, outcome
-from .scoreboard import badge, kind_badge, short_reason
+from .scoreboard import badge, kind_badge, short_reason, table_cell
 
 __all__ = [
     "prepare",
@@ -35,10 +35,6 @@ OFF_PAGE_TAGS = ("injected-parameters", "check")
 
 def anchor(record: dict) -> str:
     return f"verdict-{record['key']}"
-
-
-def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ").strip()
 
 
 def verdict_markdown(record: dict) -> str:
@@ -64,8 +60,8 @@ def glance_markdown(records: list[dict], expectations: dict) -> str:
     ]
     for r in records:
         lines.append(
-            f"| [{_cell(r['claim'])}](#{anchor(r)}) | {badge(outcome(r))}{kind_badge(r)} "
-            f"| {_cell(short_reason(r, expectations))} |"
+            f"| [{table_cell(r['claim'])}](#{anchor(r)}) | {badge(outcome(r))}{kind_badge(r)} "
+            f"| {table_cell(short_reason(r, expectations))} |"
         )
     lines.append("::::")
     return "\n".join(lines) + "\n"

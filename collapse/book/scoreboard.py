@@ -20,6 +20,7 @@ __all__ = [
     "Chapter",
     "chapters",
     "short_reason",
+    "table_cell",
     "badge",
     "scoreboard_markdown",
     "summary_markdown",
@@ -135,7 +136,8 @@ def short_reason(record: dict, expectations: dict) -> str:
     return entry.get("short") or entry.get("why") or "See the chapter's verdict."
 
 
-def _cell(text: str) -> str:
+def table_cell(text: str) -> str:
+    """Text for one cell of a Markdown table: a pipe escaped, on one line."""
     return str(text).replace("|", "\\|").replace("\n", " ").strip()
 
 
@@ -200,7 +202,8 @@ def scoreboard_markdown(records: list[dict], expectations: dict, book: list[Chap
     for chapter, group in _by_chapter(records, book):
         tally = Counter(outcome(r) for r in group)
         lines.append(
-            f"| [{chapter.number}. {_cell(chapter.title)}]({chapter.link()}) | {len(group)} | "
+            f"| [{chapter.number}. {table_cell(chapter.title)}]({chapter.link()}) "
+            f"| {len(group)} | "
             + " | ".join(str(tally[o]) for o in OUTCOMES)
             + " |"
         )
@@ -236,7 +239,7 @@ def _verdict_block(record: dict, expectations: dict, chapter: Chapter) -> list[s
     return [
         "::::{container} scoreboard-verdict",
         f"{badge(outcome(record))}{kind_badge(record)} "
-        f"[{_cell(record['claim'])}](#verdict-{record['key']}) "
+        f"[{table_cell(record['claim'])}](#verdict-{record['key']}) "
         f"({record['paper_ref']}; `{record['key']}`)",
         "",
         short_reason(record, expectations),
@@ -295,7 +298,9 @@ def _chapter_row(chapter: Chapter, group: list[dict], expectations: dict) -> str
     """A chapter in one row: its claims' overall outcome and the first reason a claim failed."""
     claims = [r for r in group if _kind(r) != "sanity"]
     tally = Counter(outcome(r) for r in claims)
-    link = f"{{doc}}`{chapter.number}. {_cell(chapter.title)} </book/executed/{chapter.name}>`"
+    link = (
+        f"{{doc}}`{chapter.number}. {table_cell(chapter.title)} </book/executed/{chapter.name}>`"
+    )
     if not claims:
         return f"| {link} | Not run yet: `collapse book` computes its verdicts. |"
     if tally["reproduced"] == len(claims):
@@ -310,7 +315,7 @@ def _chapter_row(chapter: Chapter, group: list[dict], expectations: dict) -> str
             else f"{{bdg-warning-line}}`{tally['reproduced']} of {len(claims)} reproduced`"
         )
         reason = f"{first['claim']}: {short_reason(first, expectations)}"
-    return f"| {link} | {result} {_cell(reason)} |"
+    return f"| {link} | {result} {table_cell(reason)} |"
 
 
 def overview_figure(records: list[dict], book: list[Chapter], path: Path) -> None:
