@@ -57,6 +57,16 @@ def test_scoreboard_and_intro_list_every_verdict(fast_book):
     assert "Wu <em>et al.</em>, 2024" in intro
 
 
+def test_the_status_page_lists_every_chapter_with_its_digest(fast_book):
+    root, _ = fast_book
+    page = (root / "_build" / "html" / "book" / "executed" / "status.html").read_text()
+    for name in runner.Project(root).notebooks():
+        executed = json.loads((root / "book" / "executed" / f"{name}.ipynb").read_text())
+        meta = executed["metadata"]["collapse"]
+        assert meta["profile"] == "fast" and meta["finished"].endswith("Z")
+        assert meta["hash"][:12] in page, name
+
+
 def test_definitions_render_as_proof_blocks(fast_book):
     root, _ = fast_book
     intro = (root / "_build" / "html" / "book" / "intro.html").read_text()

@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from .. import report
 from ..checks import ParameterError
-from . import assignments, executors, mathjax, pages, runner, scoreboard
+from . import assignments, executors, mathjax, pages, runner, scoreboard, status
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -211,6 +211,7 @@ def _book(project: runner.Project, profile: str, student: bool = False, **execut
     records, expectations = runner.collect_records(project), project.expectations()
     pages.prepare_all(project.executed_dir, records, expectations)
     scoreboard.write_pages(project.root, records, expectations)
+    status.write_status(project.root, records)
     jupyter_book = shutil.which(
         "jupyter-book", path=str(Path(sys.executable).parent)
     ) or shutil.which("jupyter-book")
@@ -223,14 +224,14 @@ def _book(project: runner.Project, profile: str, student: bool = False, **execut
     source = output / "source" if student else project.root
     if student:
         assignments.stage_student_edition(project, source)
-    status = subprocess.run(
+    returncode = subprocess.run(
         [jupyter_book, "build", str(source), "-W", "-n", "--keep-going"]
     ).returncode
     if student and (source / "_build" / "html").is_dir():
         (source / "_build" / "html").replace(output / "html")
-    if status == 0:
+    if returncode == 0:
         print(f"{'student edition' if student else 'book'}: {output / 'html' / 'index.html'}")
-    return 1 if status else 0
+    return 1 if returncode else 0
 
 
 def _assignments(project: runner.Project, names, out: Path | None) -> int:

@@ -458,6 +458,7 @@ def _finish(
         "profile": profile,
         "parameters": params,
         "seconds": round(seconds, 2),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     nbformat.write(executed, str(partial))
     _write_json(output.with_suffix(".verdicts.json"), records)
