@@ -1,4 +1,4 @@
-"""The `collapse` command: list, run, verdicts, book, assignments, grade.
+"""The `collapse` command: list, run, verdicts, book, publish, assignments, grade.
 
 Exit status: 0 success; 1 a notebook raised, a verdict outcome differs from
 notebooks/expectations.yml, the book build failed, or a graded submission failed a
@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from .. import report
 from ..checks import ParameterError
-from . import assignments, executors, mathjax, pages, runner, scoreboard, status
+from . import assignments, executors, mathjax, pages, publish, runner, scoreboard, status
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -80,6 +80,13 @@ def _parser() -> argparse.ArgumentParser:
     assign.add_argument(
         "--out", type=Path, help="folder for the .ipynb files (default: _build/assignments)"
     )
+    site = commands.add_parser(
+        "publish", help="commit the built site (_build/html) to a gh-pages branch and push it"
+    )
+    site.add_argument(
+        "--remote", help="a git remote URL or path (default: this checkout's origin)"
+    )
+    site.add_argument("--branch", default="gh-pages", help="the branch (default: gh-pages)")
     grade = commands.add_parser(
         "grade", help="execute a submitted assignment and score its checks (exit 0 when all pass)"
     )
@@ -276,6 +283,10 @@ def main(argv=None) -> int:
             return _verdicts(project, args.json)
         if args.command == "assignments":
             return _assignments(project, args.names, args.out)
+        if args.command == "publish":
+            commit = publish.publish(project.root, args.remote, args.branch)
+            print(f"published {project.root / '_build' / 'html'} as {args.branch} {commit[:12]}")
+            return 0
         if args.command == "grade":
             return _grade(project, args.submission, args.timeout)
         return _book(
