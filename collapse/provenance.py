@@ -19,7 +19,14 @@ import platform
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["NUMERIC_PACKAGES", "digest", "science_modules", "dependencies", "imported_modules"]
+__all__ = [
+    "NUMERIC_PACKAGES",
+    "digest",
+    "package_version",
+    "science_modules",
+    "dependencies",
+    "imported_modules",
+]
 
 LIBRARY = Path(__file__).resolve().parent
 # Packages whose version can change a number or a figure (the packaged model's weights too).
@@ -81,7 +88,8 @@ def dependencies(modules: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(seen))
 
 
-def _version(package: str) -> str:
+def package_version(package: str) -> str:
+    """The installed version of `package`, or "absent"."""
     try:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
@@ -99,7 +107,7 @@ def digest(kind: str, payload: bytes | str, modules: Iterable[str]) -> str:
     for module in dependencies(modules):
         h.update(f"\nmodule {module}\n".encode())
         h.update((LIBRARY / f"{module}.py").read_bytes())
-    versions = {name: _version(name) for name in NUMERIC_PACKAGES}
+    versions = {name: package_version(name) for name in NUMERIC_PACKAGES}
     versions["python"] = platform.python_version()
     h.update(json.dumps(versions, sort_keys=True).encode())
     return h.hexdigest()

@@ -58,10 +58,10 @@ def test_inputs_kind_and_numeric_package_versions_count(monkeypatch):
     assert provenance.digest("chunks", b"source", ["fit"]) != base
     assert {"torch", "numpy", "scipy", "pandas", "matplotlib"} <= set(provenance.NUMERIC_PACKAGES)
     for package in ("scipy", "matplotlib", "tokenizers"):
-        real = provenance._version
+        real = provenance.package_version
         monkeypatch.setattr(
-            provenance, "_version", lambda n, p=package, v=real: v(n) + "x" * (n == p)
+            provenance, "package_version", lambda n, p=package, v=real: v(n) + "x" * (n == p)
         )
         assert provenance.digest("notebook", b"source", ["fit"]) != base, package
-        monkeypatch.setattr(provenance, "_version", real)
+        monkeypatch.setattr(provenance, "package_version", real)
     assert provenance.digest("notebook", b"source", ["fit"]) == base

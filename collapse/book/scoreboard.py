@@ -203,9 +203,7 @@ def scoreboard_markdown(records: list[dict], expectations: dict, book: list[Chap
         tally = Counter(outcome(r) for r in group)
         lines.append(
             f"| [{chapter.number}. {table_cell(chapter.title)}]({chapter.link()}) "
-            f"| {len(group)} | "
-            + " | ".join(str(tally[o]) for o in OUTCOMES)
-            + " |"
+            f"| {len(group)} | " + " | ".join(str(tally[o]) for o in OUTCOMES) + " |"
         )
     total = Counter(outcome(r) for r in records)
     lines += [
@@ -334,7 +332,7 @@ def overview_figure(records: list[dict], book: list[Chapter], path: Path) -> Non
         widths = [sum(outcome(r) == result for r in g) for _, g in rows]
         ax.barh(y, widths, left=left, color=_COLOURS[result], label=result.replace("-", " "))
         left = [a + b for a, b in zip(left, widths, strict=True)]
-    ax.set_yticks(y, [_wrap(f"{c.number}. {c.title}") for c, _ in rows], fontsize=8.5)
+    ax.set_yticks(y, [_label_lines(f"{c.number}. {c.title}") for c, _ in rows], fontsize=8.5)
     ax.set_xlabel("verdicts (claims and stand-ins)", fontsize=10)
     ax.spines[["top", "right"]].set_visible(False)
     ax.legend(frameon=False, fontsize=9, loc="lower right")
@@ -345,7 +343,7 @@ def overview_figure(records: list[dict], book: list[Chapter], path: Path) -> Non
     tmp.replace(path)
 
 
-def _wrap(title: str, width: int = 44) -> str:
+def _label_lines(title: str, width: int = 44) -> str:
     import textwrap
 
     return "\n".join(textwrap.wrap(title, width))

@@ -3,7 +3,6 @@ took, read from the executed notebooks' own metadata (`collapse.book.runner` wri
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import platform
 from collections import Counter
@@ -20,13 +19,6 @@ def library_digest() -> str:
     """The digest of every science module and the numeric packages' versions: two builds
     with the same one computed their numbers with the same code."""
     return provenance.digest("library", b"", provenance.science_modules())
-
-
-def _version(package: str) -> str:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
 
 
 def _verdicts(records: list[dict]) -> str:
@@ -52,8 +44,8 @@ def status_markdown(root: Path, records: list[dict]) -> str:
         "reproduced of run. A chapter is executed again only when that digest changes.",
         "",
         f"- package `collapse` {__version__}; library digest `{library_digest()[:12]}`",
-        f"- Python {platform.python_version()}; torch {_version('torch')}; "
-        f"numpy {_version('numpy')}",
+        f"- Python {platform.python_version()}; torch {provenance.package_version('torch')}; "
+        f"numpy {provenance.package_version('numpy')}",
         "",
         "| Chapter | Profile | Finished | Seconds | Digest | Verdicts |",
         "|---|---|---|---:|---|---|",
