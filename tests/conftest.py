@@ -22,6 +22,7 @@ def copy_sources(target: Path) -> Path:
         shutil.copy(ROOT / name, target / name)
     shutil.copytree(ROOT / "book", target / "book", ignore=shutil.ignore_patterns("executed"))
     shutil.copytree(ROOT / "notebooks", target / "notebooks")
+    shutil.copytree(ROOT / "binder", target / "binder")
     return target
 
 
@@ -38,14 +39,25 @@ def without_network(command: list[str]) -> list[str]:
     return ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *command]
 
 
+# The fast book is built as if published from this (made-up) public repository, so that its
+# pages carry Colab and Binder launch buttons.
+REPOSITORY = "https://github.com/example-org/rank-collapse"
+
+
+def fast_book_command(root: Path) -> list[str]:
+    """`collapse book` in the fast profile with launch buttons, as the fixture builds it."""
+    return [
+        *(sys.executable, "-m", "collapse", "--root", str(root), "book", "--profile", "fast"),
+        *("--repository", REPOSITORY),
+    ]
+
+
 @pytest.fixture(scope="session")
 def fast_book(tmp_path_factory):
     """`collapse book --profile fast` on a copy of the sources, offline where possible: every
     notebook executed, then built.
     """
     root = copy_sources(tmp_path_factory.mktemp("project"))
-    command = without_network(
-        [sys.executable, "-m", "collapse", "--root", str(root), "book", "--profile", "fast"]
-    )
+    command = without_network(fast_book_command(root))
     result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     return root, result

@@ -2,13 +2,15 @@
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 
 import yaml
+from conftest import REPOSITORY, fast_book_command
 
 from collapse import report
-from collapse.book import runner, scoreboard
+from collapse.book import launch, runner, scoreboard
 
 
 def test_book_builds_without_warnings(fast_book):
@@ -29,10 +31,8 @@ def test_every_notebook_is_in_the_toc_and_rendered(fast_book):
             or 'class="proof proposition admonition"' in page
         )
         assert page.count('class="exercise admonition"') >= 2 and page.count("solution") >= 2
-        for suffix in (
-            ".md",
-            ".ipynb",
-        ):  # download links to the MyST source and the executed notebook
+        # download links to the MyST source, the executed notebook and the verdict records
+        for suffix in (".md", ".ipynb", ".verdicts.json"):
             link = re.search(
                 rf'href="(\.\./\.\./_downloads/[0-9a-f]+/{re.escape(name + suffix)})"', page
             )
@@ -74,24 +74,12 @@ def test_definitions_render_as_proof_blocks(fast_book):
 
 
 def test_a_broken_reference_fails_the_build(fast_book, tmp_path):
-    root, _ = fast_book
+    """On a copy of the executed project, so that the other tests keep the good build."""
+    root = tmp_path / "project"
+    shutil.copytree(fast_book[0], root, ignore=shutil.ignore_patterns("_build"))
     page = root / "book" / "reproduce.md"
-    original = page.read_text()
-    page.write_text(original + "\nSee {ref}`no-such-label`.\n")
-    try:
-        command = [
-            sys.executable,
-            "-m",
-            "collapse",
-            "--root",
-            str(root),
-            "book",
-            "--profile",
-            "fast",
-        ]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=900)
-    finally:
-        page.write_text(original)
+    page.write_text(page.read_text() + "\nSee {ref}`no-such-label`.\n")
+    result = subprocess.run(fast_book_command(root), capture_output=True, text=True, timeout=900)
     assert result.returncode == 1
     assert "no-such-label" in result.stdout + result.stderr
     assert "cached" in result.stdout  # the notebooks were not executed again
@@ -117,3 +105,29 @@ def test_verdicts_json_lists_every_record(fast_book):
         == report.outcome(r)
         for r in records
     ) else 1)  # fmt: skip
+
+
+def test_every_chapter_launches_its_published_notebook_on_colab_and_binder(fast_book):
+    """Each launch link names a path in the published tree (the gh-pages branch is the
+    site), which must hold that page's executed notebook and, for Binder, binder/."""
+    root, _ = fast_book
+    site = root / "_build" / "html"
+    owner_repo = REPOSITORY.removeprefix("https://github.com/")
+    colab = re.compile(
+        rf'href="{re.escape(launch.COLAB)}/github/{owner_repo}/blob/gh-pages/([^"]+)"'
+    )
+    binder = re.compile(
+        rf'href="{re.escape(launch.BINDERHUB)}/v2/gh/{owner_repo}/gh-pages\?urlpath=lab/tree/([^"]+)"'
+    )
+    for name in runner.Project(root).notebooks():
+        page = (site / "book" / "executed" / f"{name}.html").read_text()
+        targets = colab.findall(page) + binder.findall(page)
+        assert targets == [f"_sources/book/executed/{name}.ipynb"] * 2, name
+        published = json.loads((site / targets[0]).read_text())
+        first = published["cells"][0]
+        assert "remove-cell" in first["metadata"]["tags"], name
+        assert f"{REPOSITORY}@" in "".join(first["source"]), name  # installs when missing
+        assert '<link rel="canonical" href="https://example-org.github.io/rank-collapse/' in page
+    requirements = (site / "binder" / "requirements.txt").read_text().splitlines()
+    assert "torch==2.13.0+cpu" in requirements
+    assert f"collapse[pretrained] @ git+{REPOSITORY}@main" in requirements  # not a git checkout

@@ -16,12 +16,10 @@ first 1280 x 900 pixels) is kept in _build/screenshots/ for a person to look at.
 from __future__ import annotations
 
 import functools
-import http.server
 import json
 import os
 import re
 import shutil
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -30,26 +28,12 @@ import pytest
 
 from collapse import report
 from collapse.book import pages, runner
+from collapse.book.pdf import CHROMIUM, CHROMIUM_ARGS, HOST, RAW_MATH, serve
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-HOST = "127.0.0.1"
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "_build" / "screenshots"
 REDIRECT = re.compile(r'<meta http-equiv="refresh"', re.IGNORECASE)
-# TeX a reader should never see: display or inline delimiters, environments, a command right
-# after a dollar.
-RAW_MATH = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\\]|\\begin\{|\$\\[A-Za-z]")
 # A page states a result when it has a theorem-like block, a verdicts section or the scoreboard.
 STATES_RESULT = (
     ".proof.theorem, .proof.proposition, .proof.lemma, .proof.corollary, "
@@ -203,8 +187,7 @@ def _browser_or_skip():
 
 @pytest.fixture(scope="module")
 def site(request):
-    """The built HTML of the fast-profile book, served on 127.0.0.1 by a
-    quiet threaded http.server.
+    """The built HTML of the fast-profile book, served on 127.0.0.1 (`collapse.book.pdf.serve`).
 
     With COLLAPSE_BOOK_ROOT set to a project folder whose book is already built (its
     _build/html and book/executed), that book is checked instead of a fresh build: how a
@@ -218,20 +201,8 @@ def site(request):
         assert result.returncode == 0, "the book did not build: see test_book.py"
     html = root / "_build" / "html"
     assert html.is_dir(), f"no built book in {html}"
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(
-        (HOST, 0), functools.partial(Quiet, directory=str(html))
-    )
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield root, html, f"http://{HOST}:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(html) as base:
+        yield root, html, base
 
 
 def _pages(html: Path) -> list[str]:
@@ -520,19 +491,20 @@ def test_every_link_within_the_site_answers(browsed):
 
 
 def test_notebook_pages_offer_their_source_and_executed_notebook(browsed):
-    """The theme's download button gives the executed .ipynb; a {download} link under the title
-    gives the MyST source.
+    """The theme's download button gives the executed .ipynb; {download} links under the
+    opening text give the MyST source, the executed notebook and the verdict records.
     """
     for name in runner.Project(browsed.root).notebooks():
         links = browsed.pages[f"book/executed/{name}.html"].seen["links"]
         for suffix, looks_right in (
             (".md", lambda body: body.startswith(b"---\njupytext:")),
             (".ipynb", lambda body: "cells" in json.loads(body)),
+            (".verdicts.json", lambda body: isinstance(json.loads(body), list)),
         ):
-            offered = [
+            offered = [  # within the site: the Colab and Binder buttons name .ipynb files too
                 link.removeprefix(browsed.base)
                 for link in links
-                if link.endswith(f"/{name}{suffix}")
+                if link.startswith(browsed.base) and link.endswith(f"/{name}{suffix}")
             ]
             assert offered, f"{name}: no link to download {name}{suffix}"
             assert all(looks_right(browsed.answers[link][1]) for link in offered), (

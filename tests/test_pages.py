@@ -39,13 +39,14 @@ def executed(records):
     return v4.new_notebook(cells=cells)
 
 
+SPEC = "collapse[pretrained] @ git+https://github.com/o/r@abc"
 EXPECTATIONS = {"01-x": {"b": {"fast": "not-reproduced", "short": "Too few layers.", "why": "w"}}}
 
 
 def test_the_glance_sits_under_the_title_with_one_row_per_verdict():
     records = [record("a"), record("b", passed=False), record("c", kind="sanity")]
     notebook = executed(records)
-    pages.prepare(notebook, records, EXPECTATIONS)
+    pages.prepare(notebook, records, EXPECTATIONS, "01-x")
     title, glance, prose = notebook.cells[:3]
     assert title.source == "# A chapter" and prose.source.startswith("Prose under the title.")
     assert "verdicts-at-a-glance" in glance.metadata.tags
@@ -63,7 +64,7 @@ def test_the_glance_sits_under_the_title_with_one_row_per_verdict():
 def test_each_verdict_is_redrawn_with_its_anchor_and_badge():
     records = [record("a"), record("b", passed=False)]
     notebook = executed(records)
-    pages.prepare(notebook, records, EXPECTATIONS)
+    pages.prepare(notebook, records, EXPECTATIONS, "01-x")
     shown = [
         o["data"]["text/markdown"]
         for c in notebook.cells
@@ -78,18 +79,43 @@ def test_each_verdict_is_redrawn_with_its_anchor_and_badge():
 def test_bookkeeping_is_tagged_off_the_page_and_kept_in_the_notebook():
     records = [record("a")]
     notebook = executed(records)
-    pages.prepare(notebook, records, {})
+    pages.prepare(notebook, records, {}, "01-x")
     tags = {c.source.splitlines()[0]: c.metadata.get("tags", []) for c in notebook.cells}
     assert "remove-cell" in tags["n = 4"] and "remove-cell" in tags["# Check: it works"]
     assert "remove-cell" not in tags["n = 3"]  # the parameters a reader may change stay
 
 
+def test_the_opening_text_offers_the_source_the_notebook_and_the_verdicts():
+    records = [record("a")]
+    notebook = executed(records)
+    pages.prepare(notebook, records, {}, "01-x")
+    sources = [c.source for c in notebook.cells]
+    downloads = next(i for i, s in enumerate(sources) if s.startswith("Download this page"))
+    assert sources[downloads - 1].startswith("Prose under the title.")
+    for target in ("<../../notebooks/01-x.md>", "<01-x.ipynb>", "<01-x.verdicts.json>"):
+        assert target in sources[downloads]
+
+
+def test_an_install_cell_comes_first_off_the_page_only_when_asked():
+    records = [record("a")]
+    plain, launched = executed(records), executed(records)
+    pages.prepare(plain, records, {}, "01-x")
+    pages.prepare(launched, records, {}, "01-x", SPEC)
+    assert [c.source for c in launched.cells[1:]] == [c.source for c in plain.cells]
+    first = launched.cells[0]
+    assert first.cell_type == "code" and repr(SPEC) in first.source
+    assert "remove-cell" in first.metadata.tags
+    namespace = {}
+    exec(first.source, namespace)  # the library is installed here: nothing runs pip
+    assert "subprocess" in namespace
+
+
 def test_prepare_is_idempotent():
     records = [record("a"), record("b", passed=False)]
     once = executed(records)
-    pages.prepare(once, records, EXPECTATIONS)
+    pages.prepare(once, records, EXPECTATIONS, "01-x", SPEC)
     twice = nbformat.from_dict(nbformat.v4.new_notebook(cells=[dict(c) for c in once.cells]))
-    pages.prepare(twice, records, EXPECTATIONS)
+    pages.prepare(twice, records, EXPECTATIONS, "01-x", SPEC)
     assert [c.source for c in twice.cells] == [c.source for c in once.cells]
     assert [c.metadata for c in twice.cells] == [c.metadata for c in once.cells]
 

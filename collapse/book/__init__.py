@@ -1,11 +1,17 @@
 """The book's tooling, used only by the `collapse` command: nothing here computes a number.
 
     runner       execute notebooks with papermill: profiles, parameter checks, the cache
-    cli          the `collapse` command (list, run, verdicts, book, assignments, grade)
+    cli          the `collapse` command (list, run, verdicts, book, publish, assignments, grade)
     scoreboard   verdict records collected, checked against expectations.yml, listed
     assignments  assignment notebooks, the student edition and grading
     executors    where stale notebooks and sweep chunks run: here, or on a Dask cluster
     mathjax      the book's local MathJax copy, fetched from the npm registry
+    pages        an executed notebook made a book page: verdicts at a glance, downloads
+    figdata      each figure's data (CSV) written beside it and linked under it
+    status       the build-status page: per chapter its profile, time, digest, verdicts
+    launch       Colab and Binder buttons opening the published notebooks
+    publish      the built site committed to a gh-pages branch (`collapse publish`)
+    pdf          the whole book printed to one PDF through headless Chromium
 
 The command needs the `book` extra (`pip install 'collapse[book]'`: papermill, jupytext,
 nbformat, ipykernel, PyYAML, Jupyter Book); `import collapse` imports none of them.

@@ -18,7 +18,17 @@ from tqdm import tqdm
 
 from .. import report
 from ..checks import ParameterError
-from . import assignments, executors, mathjax, pages, publish, runner, scoreboard, status
+from . import (
+    assignments,
+    executors,
+    launch,
+    mathjax,
+    pages,
+    publish,
+    runner,
+    scoreboard,
+    status,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,6 +75,25 @@ def _parser() -> argparse.ArgumentParser:
         "--student",
         action="store_true",
         help="the student edition: solutions hidden, into _build/student/html",
+    )
+    book.add_argument(
+        "--repository",
+        metavar="URL",
+        help=(
+            "the book's public GitHub repository (default: repository.url in _config.yml): "
+            "turns on Colab and Binder buttons opening each page's executed notebook from the "
+            "published branch"
+        ),
+    )
+    book.add_argument(
+        "--branch",
+        default="gh-pages",
+        help="with a repository: the branch the site is published to (default: gh-pages)",
+    )
+    book.add_argument(
+        "--pdf",
+        action="store_true",
+        help="also print the whole book into one PDF with a table of contents (needs Chromium)",
     )
     _executor_options(book)
     assign = commands.add_parser(
@@ -209,14 +238,67 @@ def _verdicts(project: runner.Project, as_json: bool) -> int:
     return 1 if problems else 0
 
 
-def _book(project: runner.Project, profile: str, student: bool = False, **executor) -> int:
-    """Run what is stale, then a clean build: the full book into _build/html, or the student
-    edition into _build/student/html.
+def _merged(base: dict, extra: dict) -> dict:
+    """`base` with `extra` written over it, nested dictionaries merged key by key."""
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            value = _merged(merged[key], value)
+        merged[key] = value
+    return merged
+
+
+def _launch_config(project: runner.Project, url: str, branch: str, output: Path) -> Path:
+    """The book's _config.yml with the launch buttons for `url` turned on, written into the
+    build folder. Local extensions are made absolute: Jupyter Book finds them from the
+    configuration file's folder."""
+    import yaml
+
+    config = yaml.safe_load((project.root / "_config.yml").read_text())
+    baseurl = config.get("html", {}).get("baseurl", "")
+    config = _merged(config, launch.settings(url, branch, baseurl))
+    extensions = config.get("sphinx", {}).get("local_extensions", {})
+    for name, folder in extensions.items():
+        extensions[name] = str((project.root / folder).resolve())
+    output.mkdir(parents=True, exist_ok=True)
+    path = output / "_config.yml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def _book(
+    project: runner.Project,
+    profile: str,
+    student: bool = False,
+    repository: str | None = None,
+    branch: str = "gh-pages",
+    pdf: bool = False,
+    **executor,
+) -> int:
+    """Run what is stale, then a clean build: the full book into _build/html (with launch
+    buttons when the repository is known, and its PDF if asked), or the student edition into
+    _build/student/html.
     """
+    import yaml
+
+    url = repository
+    if url is None and not student:
+        url = (
+            yaml.safe_load((project.root / "_config.yml").read_text())
+            .get("repository", {})
+            .get("url")
+            or None
+        )
+    # checks the URL before anything runs
+    install = launch.package_spec(url, launch.source_commit(project.root)) if url else None
+    if pdf:
+        from . import pdf as book_pdf
+
+        book_pdf.require()  # before minutes of notebooks, as MathJax below
     mathjax.require(project.root)  # before minutes of notebooks: the build needs the local copy
     _run_all(project, [], profile, [], **executor)
     records, expectations = runner.collect_records(project), project.expectations()
-    pages.prepare_all(project.executed_dir, records, expectations)
+    pages.prepare_all(project.executed_dir, records, expectations, install)
     scoreboard.write_pages(project.root, records, expectations)
     status.write_status(project.root, records)
     jupyter_book = shutil.which(
@@ -231,14 +313,23 @@ def _book(project: runner.Project, profile: str, student: bool = False, **execut
     source = output / "source" if student else project.root
     if student:
         assignments.stage_student_edition(project, source)
-    returncode = subprocess.run(
-        [jupyter_book, "build", str(source), "-W", "-n", "--keep-going"]
-    ).returncode
+    command = [jupyter_book, "build", str(source), "-W", "-n", "--keep-going"]
+    if url:
+        command += ["--config", str(_launch_config(project, url, branch, output))]
+    returncode = subprocess.run(command).returncode
     if student and (source / "_build" / "html").is_dir():
         (source / "_build" / "html").replace(output / "html")
-    if returncode == 0:
-        print(f"{'student edition' if student else 'book'}: {output / 'html' / 'index.html'}")
-    return 1 if returncode else 0
+    if returncode:
+        return 1
+    site = output / "html"
+    if url:
+        launch.write_binder(site, project.root / "binder" / "requirements.txt", install)
+        print(f"launch buttons: Colab and Binder open the notebooks from {url} ({branch})")
+    print(f"{'student edition' if student else 'book'}: {site / 'index.html'}")
+    if pdf:
+        result = book_pdf.write_pdf(project.root, site)
+        print(f"pdf: {result.path} ({result.pages} pages)")
+    return 0
 
 
 def _assignments(project: runner.Project, names, out: Path | None) -> int:
@@ -293,6 +384,9 @@ def main(argv=None) -> int:
             project,
             args.profile,
             args.student,
+            repository=args.repository,
+            branch=args.branch,
+            pdf=args.pdf,
             executor=args.executor,
             scheduler=args.scheduler,
             workers=args.workers,

@@ -6,7 +6,8 @@ artefacts a page must not show.
 the verdict records and notebooks/expectations.yml, so that the page's look can change
 without executing anything again. It is idempotent. The downloadable notebook keeps every
 cell: a removed cell is only tagged `remove-cell`, which the book honours and Jupyter
-ignores.
+ignores. Under the opening text, a line offers the page's MyST source, its executed notebook
+and its verdict records (JSON); each figure's data is offered beside it (`figdata`).
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from __future__ import annotations
 import re
 
 from ..report import METADATA_KEY, outcome
+from . import figdata, launch
 from .scoreboard import badge, kind_badge, short_reason, table_cell
 
 __all__ = [
     "prepare",
     "prepare_all",
+    "downloads_markdown",
     "glance_markdown",
     "verdict_markdown",
     "artefacts",
@@ -29,8 +32,11 @@ __all__ = [
 
 GLANCE_TAG = "verdicts-at-a-glance"
 TITLE_TAG = "chapter-title"
+DOWNLOADS_TAG = "download-links"
 # Cells a reader of the page does not need; the downloadable notebook keeps them.
 OFF_PAGE_TAGS = ("injected-parameters", "check")
+# Cells `prepare` writes, dropped and written again on every run.
+_GENERATED_TAGS = (GLANCE_TAG, DOWNLOADS_TAG, launch.INSTALL_TAG)
 
 
 def anchor(record: dict) -> str:
@@ -99,12 +105,27 @@ def _split_title(notebook) -> int:
     return -1
 
 
-def prepare(notebook, records: list[dict], expectations: dict) -> None:
-    """Make an executed notebook a book page, in place (idempotent)."""
+def downloads_markdown(name: str) -> str:
+    """The line offering the page's files. Sphinx's {download} role copies each into the
+    built site; book/executed/ pages sit two folders below notebooks/."""
+    return (
+        "Download this page: "
+        f"{{download}}`source notebook ({name}.md) <../../notebooks/{name}.md>` · "
+        f"{{download}}`executed notebook ({name}.ipynb) <{name}.ipynb>` · "
+        f"{{download}}`verdicts ({name}.verdicts.json) <{name}.verdicts.json>`"
+    )
+
+
+def prepare(
+    notebook, records: list[dict], expectations: dict, name: str, install: str | None = None
+) -> None:
+    """Make the executed notebook `name` a book page, in place (idempotent). With `install`
+    (a pip requirement), the notebook starts with a cell that installs it when it is missing.
+    """
     import nbformat
 
     by_key = {r["key"]: r for r in records}
-    notebook.cells = [c for c in notebook.cells if GLANCE_TAG not in _tags(c)]
+    notebook.cells = [c for c in notebook.cells if not any(t in _tags(c) for t in _GENERATED_TAGS)]
     for cell in notebook.cells:
         if any(t in _tags(cell) for t in OFF_PAGE_TAGS):
             _tag(cell, "remove-cell")
@@ -113,11 +134,27 @@ def prepare(notebook, records: list[dict], expectations: dict) -> None:
             if record is not None and record["key"] in by_key:
                 output["data"]["text/markdown"] = verdict_markdown(by_key[record["key"]])
     title = _split_title(notebook)
+    after = notebook.cells[title + 1 : title + 2]
+    opening = title + 1 if after and after[0].cell_type == "markdown" else title
+    notebook.cells.insert(
+        opening + 1,
+        nbformat.v4.new_markdown_cell(
+            downloads_markdown(name), metadata={"tags": [DOWNLOADS_TAG]}
+        ),
+    )
     if records:
         glance = nbformat.v4.new_markdown_cell(
             glance_markdown(records, expectations), metadata={"tags": [GLANCE_TAG]}
         )
         notebook.cells.insert(title + 1, glance)
+    if install:
+        notebook.cells.insert(
+            0,
+            nbformat.v4.new_code_cell(
+                launch.install_cell(install),
+                metadata={"tags": [launch.INSTALL_TAG, "remove-cell"]},
+            ),
+        )
 
 
 # What no rendered page may show (see `artefacts`), with what each one is.
@@ -202,13 +239,18 @@ def artefacts(notebook) -> list[str]:
     return found
 
 
-def prepare_all(executed_dir, records: list[dict], expectations: dict) -> None:
-    """`prepare` every executed notebook in `executed_dir`, each rewritten atomically."""
+def prepare_all(
+    executed_dir, records: list[dict], expectations: dict, install: str | None = None
+) -> None:
+    """`prepare` every executed notebook in `executed_dir` and write its figures' data, each
+    notebook rewritten atomically."""
     import nbformat
 
     for path in sorted(executed_dir.glob("[0-9][0-9]-*.ipynb")):
         notebook = nbformat.read(str(path), as_version=4)
-        prepare(notebook, [r for r in records if r["notebook"] == path.stem], expectations)
+        mine = [r for r in records if r["notebook"] == path.stem]
+        prepare(notebook, mine, expectations, path.stem, install)
+        figdata.write(notebook, executed_dir, path.stem)
         partial = path.with_name(f".{path.stem}.page.ipynb")
         nbformat.write(notebook, str(partial))
         partial.replace(path)

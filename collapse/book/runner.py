@@ -441,9 +441,7 @@ def _finish(
     profile: str,
     seconds: float,
 ) -> RunResult:
-    """Records, download links and cache metadata; the notebook and its
-    verdicts written atomically.
-    """
+    """Records and cache metadata; the notebook and its verdicts written atomically."""
     import nbformat
 
     output = project.executed_dir / f"{notebook.name}.ipynb"
@@ -452,7 +450,6 @@ def _finish(
         {**r, "notebook": notebook.name, "profile": profile}
         for r in scoreboard.records_from_notebook(executed)
     ]
-    _add_download_links(executed, notebook.name)
     executed.metadata["collapse"] = {
         "hash": digest,
         "profile": profile,
@@ -591,29 +588,6 @@ def execute_all(
         yield _finish(
             project, notebook, nbformat.reads(text, as_version=4), digest, params, profile, seconds
         )
-
-
-def _add_download_links(executed, name: str) -> None:
-    """A line under the page's opening text linking both the MyST source and this executed
-    notebook.
-
-    Sphinx's {download} role copies each file into the built site, so a reader can take
-    the page away and re-run it; book/executed/ pages sit two folders below notebooks/.
-    """
-    import nbformat
-
-    links = (
-        "Download this page: "
-        f"{{download}}`source notebook ({name}.md) <../../notebooks/{name}.md>` · "
-        f"{{download}}`executed notebook ({name}.ipynb) <{name}.ipynb>`"
-    )
-    first_markdown = next(
-        (i for i, c in enumerate(executed.cells) if c.cell_type == "markdown"), -1
-    )
-    executed.cells.insert(
-        first_markdown + 1,
-        nbformat.v4.new_markdown_cell(links, metadata={"tags": ["download-links"]}),
-    )
 
 
 def plan(project: Project, names, profile: str, overrides: dict) -> list[tuple[Notebook, dict]]:
