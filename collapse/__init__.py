@@ -4,7 +4,8 @@ Re-derives the numerical claims of Wu et al. (NeurIPS 2024, attention masks and
 LayerNorm) and Nait Saada, Naderi & Tanner (ICML 2025, "Mind the Gap").
 
 Wu et al.: masks, attention, stacks at initialisation
-    masks           attention masks as graphs: radius, diameter, centers, connectivity
+    masks           attention masks as graphs: radius, diameter, centers, connectivity;
+                    deployed sparse patterns (Longformer, BigBird, Swin, ...), per-layer lists
     attention       masked softmax with temperature, LayerNorm flavours, outlier removal
     san             self-attention stacks at init and their per-layer simulation
     inputs          BERT's embedding output at random init, the stacks' inputs

@@ -55,7 +55,7 @@ def digest(grid: _sweep.Grid, batch_size: int | None) -> str:
         f"{X0.dtype} {tuple(X0.shape)} {grid.X0.device.type} batch {batch_size}\n".encode(),
         X0.view(torch.uint8).numpy().tobytes() if X0.numel() else b"",
         grid.mask.cpu().contiguous().numpy().view(np.uint8).tobytes(),
-        repr((grid.mask_names, grid.names)).encode(),
+        repr((grid.mask_names, tuple(grid.mask.shape), grid.names)).encode(),
         *(
             repr((j.seed, j.start, j.stop, j.d_qk, list(j.group.items()))).encode()
             for j in grid.jobs
@@ -119,7 +119,7 @@ def _timed(X, job: _sweep.Job, mask: torch.Tensor, names, device: str) -> float:
 
 
 def _job_flops(grid: _sweep.Grid, job: _sweep.Job) -> float:
-    runs = (job.stop - job.start) * grid.mask.shape[0] * len(job.d_qk)
+    runs = (job.stop - job.start) * grid.mask.shape[1] * len(job.d_qk)
     return grid_flops(job.group, grid.X0.shape[-2], runs)
 
 
@@ -196,7 +196,7 @@ def sweep(
         )
 
     def shape(job):
-        M, S = grid.mask.shape[0], job.stop - job.start
+        M, S = grid.mask.shape[1], job.stop - job.start
         return (
             len(job.group),
             len(grid.names),

@@ -5,6 +5,13 @@ mask graph has an edge j -> i for every allowed pair, so information flows from 
 to i; a *center* is a token from which every token can be reached, and the radius
 (the quantity in Theorems 1 and 2) is the smallest eccentricity over centers.
 Every mask built here has self-loops (assumption A1).
+
+Besides the masks of the theory, `make` builds those of deployed sparse-attention
+models with their own parameters (the rebuttal of Wu et al. lists them). The 2-D
+masks put the n tokens on a sqrt(n) x sqrt(n) grid, row-major (token i at row
+i // side, column i % side). A stack may also cycle a list of masks over its layers
+(Swin's shifted windows): `compose` gives the graph of one period, and every graph
+function given such a list measures that graph, its distances counted in periods.
 """
 
 from __future__ import annotations
@@ -16,12 +23,15 @@ import numpy as np
 import torch
 from scipy.sparse import csgraph, csr_matrix
 
+from . import rng
 from .checks import ParameterError, check_int
 
 __all__ = [
     "make",
     "names",
     "check_mask",
+    "as_sequence",
+    "compose",
     "distances",
     "centers",
     "radius",
@@ -30,11 +40,23 @@ __all__ = [
     "is_quasi_strongly_connected",
 ]
 
+# BigBird's random keys come from this stream of the seed ("mask" in ASCII), apart from the
+# streams other draws take (inputs, weights), so one seed can serve both without correlation.
+_RANDOM_KEYS_STREAM = 0x6D61736B
+
 
 def _offsets(n: int, device) -> torch.Tensor:
     """offsets[i, j] = i - j: how far back token j lies from token i."""
     i = torch.arange(n, device=device)
     return i[:, None] - i[None, :]
+
+
+def _check_count(name: str, value, n: int) -> int:
+    """A number of leading tokens (global, sinks): an int in [0, n]."""
+    value = check_int(name, value, minimum=0)
+    if value > n:
+        raise ParameterError(f"{name} must be an int in [0, n={n}], got {value}")
+    return value
 
 
 def _complete(n, device):
@@ -62,15 +84,121 @@ def _dilated_sliding_window(n, device, window=1, dilation=2):
     return (off.abs() <= window * dilation) & (off % dilation == 0)
 
 
-def _global_window(n, device, window=1, n_global=1):
-    """Sliding window plus `n_global` leading tokens that attend to, and are seen by, all."""
-    n_global = check_int("n_global", n_global, minimum=0)
-    if n_global > n:
-        raise ParameterError(f"n_global must be an int in [0, n={n}], got {n_global}")
-    mask = _sliding_window(n, device, window)
+def _with_global(mask: torch.Tensor, n_global) -> torch.Tensor:
+    """Make the `n_global` leading tokens global: they attend to, and are seen by, all."""
+    n_global = _check_count("n_global", n_global, mask.shape[-1])
     mask[:n_global, :] = True
     mask[:, :n_global] = True
     return mask
+
+
+def _global_window(n, device, window=1, n_global=1):
+    """Sliding window plus `n_global` leading tokens that attend to, and are seen by, all."""
+    return _with_global(_sliding_window(n, device, window), n_global)
+
+
+def _sink_window(n, device, window=1, n_sink=1):
+    """StreamingLLM (Xiao et al., ICLR 2024, arXiv:2309.17453): a causal window i-window..i
+    plus the first `n_sink` tokens, the attention sinks, kept for every later query.
+
+    The paper keeps 4 sinks beside a rolling cache of recent tokens (`window` here).
+    """
+    sinks = torch.arange(n, device=device) < _check_count("n_sink", n_sink, n)
+    return _causal_sliding_window(n, device, window) | (_causal(n, device) & sinks)
+
+
+def _strided(n, device, stride=None):
+    """The strided pattern of the Sparse Transformer (Child et al. 2019, arXiv:1904.10509):
+    causal, j <= i with i - j < stride or (i - j) a multiple of stride.
+
+    This is the union of the paper's two factorised heads (its "merged" head); the
+    paper takes stride close to sqrt(n), the default (floor of sqrt(n)).
+    """
+    stride = math.isqrt(n) if stride is None else check_int("stride", stride, minimum=1)
+    off = _offsets(n, device)
+    return (off >= 0) & ((off < stride) | (off % stride == 0))
+
+
+def _longformer(n, device, window=1, n_global=1, dilation=1):
+    """Longformer (Beltagy et al. 2020, arXiv:2004.05150): a (dilated) window of `window`
+    keys on each side plus `n_global` global tokens that attend to and are seen by all.
+
+    Longformer's attention window w is w/2 keys per side (`window` = w/2); its global
+    tokens are chosen per task ([CLS], the question): here they are the leading tokens.
+    """
+    return _with_global(_dilated_sliding_window(n, device, window, dilation), n_global)
+
+
+def _bigbird(n, device, window=1, n_global=1, n_random=1, seed=0):
+    """BigBird-ITC (Zaheer et al., NeurIPS 2020, arXiv:2007.14062): a window of `window`
+    keys per side, `n_global` leading global tokens and `n_random` random keys per query.
+
+    Token-level, where BigBird works on blocks of 64 tokens: with blocks of one token,
+    its 3 window, 2 global and 3 random blocks are window=1, n_global=2, n_random=3
+    (its global blocks are the first and the last; here, as for Longformer, the leading
+    tokens). As in its block code, the random keys of a query are distinct and drawn
+    among the keys the window and the globals leave out (all of them when fewer remain);
+    the draw comes from `seed` alone (collapse.rng), the same mask on any device.
+    """
+    mask = _global_window(n, device, window, n_global)
+    n_random = check_int("n_random", n_random, minimum=0)
+    scores = torch.rand(
+        n, n, generator=rng.generator(seed, _RANDOM_KEYS_STREAM), dtype=torch.float64
+    )
+    scores[mask.cpu()] = -1.0  # allowed keys rank last: drawn only when nothing else is left
+    keys = scores.topk(min(n_random, n), dim=-1).indices.to(mask.device)
+    return mask.scatter(-1, keys, True)
+
+
+def _grid(n: int, device) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """The side of the grid of n tokens and every token's row and column."""
+    side = math.isqrt(n)
+    if side * side != n:
+        raise ParameterError(f"n must be a square (a sqrt(n) x sqrt(n) grid of tokens), got {n}")
+    i = torch.arange(n, device=device)
+    return side, i // side, i % side
+
+
+def _neighborhood_2d(n, device, kernel=3):
+    """Neighborhood attention (Hassani et al., CVPR 2023, arXiv:2204.07143): each token
+    attends to the `kernel` x `kernel` window centred on it, shifted inward at the borders
+    (NATTEN's window start) so that every query has exactly kernel^2 keys.
+
+    NAT uses kernel 7; the kernel must be odd and fit in the grid.
+    """
+    side, row, col = _grid(n, device)
+    kernel = check_int("kernel", kernel, minimum=1)
+    if kernel % 2 == 0 or kernel > side:
+        raise ParameterError(f"kernel must be an odd int in [1, side={side}], got {kernel}")
+
+    def near(x):  # along one axis: key j lies in the window of query i
+        start = (x - kernel // 2).clamp(0, side - kernel)
+        off = x[None, :] - start[:, None]
+        return (off >= 0) & (off < kernel)
+
+    return near(row) & near(col)
+
+
+def _swin_2d(n, device, window=2, shift=False):
+    """Swin's window attention (Liu et al., ICCV 2021, arXiv:2103.14030): tokens attend
+    within non-overlapping `window` x `window` blocks of the grid.
+
+    shift=True gives the shifted windows of alternate layers, as microsoft/Swin-Transformer
+    computes them (cyclic shift by window // 2 plus its attention mask): blocks displaced
+    by window // 2, the border ones partial, none wrapping around. Like Swin, no shift
+    when one window covers the grid. Swin uses window 7; here it must divide the side.
+    """
+    side, row, col = _grid(n, device)
+    window = check_int("window", window, minimum=1)
+    if side % window:
+        raise ParameterError(
+            f"window must be an int >= 1 dividing the grid side {side}, got {window}"
+        )
+    if not isinstance(shift, bool):
+        raise ParameterError(f"shift must be True or False, got {shift!r}")
+    displacement = window // 2 if shift and window < side else 0
+    block_row, block_col = ((x + window - displacement) // window for x in (row, col))
+    return (block_row[:, None] == block_row[None, :]) & (block_col[:, None] == block_col[None, :])
 
 
 _BUILDERS = {
@@ -80,6 +208,12 @@ _BUILDERS = {
     "causal_sliding_window": _causal_sliding_window,
     "dilated_sliding_window": _dilated_sliding_window,
     "global_window": _global_window,
+    "sink_window": _sink_window,
+    "strided": _strided,
+    "longformer": _longformer,
+    "bigbird": _bigbird,
+    "neighborhood_2d": _neighborhood_2d,
+    "swin_2d": _swin_2d,
 }
 
 
@@ -120,9 +254,43 @@ def check_mask(mask: torch.Tensor) -> torch.Tensor:
     return mask
 
 
-def _graph(mask: torch.Tensor) -> csr_matrix:
-    """Sparse adjacency of the mask graph: entry [j, i] for the edge j -> i."""
-    mask = check_mask(mask)
+def as_sequence(mask) -> tuple[torch.Tensor, ...]:
+    """A mask, or a list/tuple of masks cycled over layers, as a tuple of checked masks.
+
+    Why: a tensor, even a stack (..., n, n), is one mask for every layer; only a list or
+    a tuple is a per-layer sequence (layer l uses mask[l % len(mask)]).
+    """
+    sequence = tuple(mask) if isinstance(mask, (list, tuple)) else (mask,)
+    if not sequence:
+        raise ParameterError("mask must be a tensor or a non-empty list of them (one per layer)")
+    for m in sequence:
+        check_mask(m)
+        if m.shape != sequence[0].shape:
+            raise ParameterError(
+                f"masks of a sequence must share one shape, got {tuple(sequence[0].shape)} "
+                f"and {tuple(m.shape)}"
+            )
+    return sequence
+
+
+def compose(mask) -> torch.Tensor:
+    """The mask of one pass through a sequence of masks, in layer order: [i, j] is True when
+    token j before the first layer reaches token i after the last (the boolean product
+    mask[-1] @ ... @ mask[0]); a single mask is returned as is.
+
+    Why: a stack cycling the sequence mixes tokens along this graph once per period, so
+    its radius, counted in periods, plays the part of the mask's radius in Theorem 1.
+    """
+    sequence = as_sequence(mask)
+    reach = sequence[0]
+    for layer in sequence[1:]:  # float counts: bool tensors have no matmul
+        reach = (layer.to(torch.float32) @ reach.to(torch.float32)) > 0
+    return reach
+
+
+def _graph(mask) -> csr_matrix:
+    """Sparse adjacency of the mask graph (of one period for a list): entry [j, i] for j -> i."""
+    mask = compose(mask)
     if mask.ndim != 2:
         raise ParameterError(
             f"graph functions take one mask of shape (n, n), got {tuple(mask.shape)}"
@@ -130,34 +298,34 @@ def _graph(mask: torch.Tensor) -> csr_matrix:
     return csr_matrix(mask.cpu().numpy().T)
 
 
-def distances(mask: torch.Tensor) -> np.ndarray:
+def distances(mask) -> np.ndarray:
     """dist[j, i]: fewest edges on a path j -> i (inf when i cannot be reached from j)."""
     return csgraph.shortest_path(_graph(mask), directed=True, unweighted=True)
 
 
-def _eccentricities(mask: torch.Tensor) -> np.ndarray:
+def _eccentricities(mask) -> np.ndarray:
     return distances(mask).max(axis=1)
 
 
-def centers(mask: torch.Tensor) -> list[int]:
+def centers(mask) -> list[int]:
     """Tokens (0-based) from which every token can be reached."""
     return [int(j) for j in np.flatnonzero(np.isfinite(_eccentricities(mask)))]
 
 
-def radius(mask: torch.Tensor) -> int | float:
+def radius(mask) -> int | float:
     """min over centers of the farthest distance from it; math.inf without a center."""
     ecc = _eccentricities(mask)
     finite = ecc[np.isfinite(ecc)]
     return int(finite.min()) if finite.size else math.inf
 
 
-def diameter(mask: torch.Tensor) -> int | float:
+def diameter(mask) -> int | float:
     """Largest directed distance; math.inf unless the graph is strongly connected."""
     dist = distances(mask)
     return int(dist.max()) if np.isfinite(dist).all() else math.inf
 
 
-def is_strongly_connected(mask: torch.Tensor) -> bool:
+def is_strongly_connected(mask) -> bool:
     """Every ordered pair of tokens is joined by a directed path."""
     n_components = csgraph.connected_components(_graph(mask), directed=True, connection="strong")[
         0
@@ -165,6 +333,6 @@ def is_strongly_connected(mask: torch.Tensor) -> bool:
     return n_components == 1
 
 
-def is_quasi_strongly_connected(mask: torch.Tensor) -> bool:
+def is_quasi_strongly_connected(mask) -> bool:
     """Some token (a center) reaches every token: the condition of Theorem 1."""
     return bool(centers(mask))

@@ -29,7 +29,7 @@ from . import metrics as _metrics
 from . import rng
 from .attention import LAYERNORMS, masked_softmax, remove_outlier, temperature_scale
 from .checks import ParameterError, check_choice, check_float, check_int
-from .masks import check_mask
+from .masks import as_sequence
 from .theory import epsilon
 
 __all__ = [
@@ -311,20 +311,21 @@ def _check_inputs(X0, config: SANConfig, mask, d_qk, seed):
         )
     if not X0.is_floating_point():
         raise ParameterError(f"X0 must be a floating-point tensor, got {X0.dtype}")
+    layer_masks = (None,)
     if mask is not None:
-        check_mask(mask)
-        if mask.shape[-1] != X0.shape[-2]:
+        layer_masks = as_sequence(mask)
+        if layer_masks[0].shape[-1] != X0.shape[-2]:
             raise ParameterError(
                 f"mask must be ({X0.shape[-2]}, {X0.shape[-2]}) to match X0's tokens, got "
-                f"{tuple(mask.shape)}"
+                f"{tuple(layer_masks[0].shape)}"
             )
-        mask = mask.to(X0.device)
+        layer_masks = tuple(m.to(X0.device) for m in layer_masks)
     scale = None if d_qk is None else temperature_scale(d_qk, X0, 3)
     if isinstance(seed, Sequence) and X0.ndim < 3:
         raise ParameterError(
             "X0 needs a leading seed dim when seed is a sequence (shape (seeds, ..., n, d))"
         )
-    return mask, scale
+    return layer_masks, scale
 
 
 @torch.inference_mode()
@@ -332,7 +333,7 @@ def simulate(
     X0: torch.Tensor,
     config: SANConfig,
     *,
-    mask: torch.Tensor | None = None,
+    mask: torch.Tensor | Sequence[torch.Tensor] | None = None,
     d_qk=None,
     seed: int | Sequence[int] = 0,
     weights: Iterable[LayerWeights] | None = None,
@@ -344,22 +345,25 @@ def simulate(
 
     The dynamics run in X0's dtype and device; metrics are computed in float64.
     `mask` (n, n) or (..., n, n) and `d_qk` (float, or a tensor over batch dims)
-    broadcast against X0's batch dims; d_qk defaults to the head width. A sequence
-    `seed` draws one network per seed, matched to X0's leading dim. `weights` replaces
-    the random draw (e.g. pretrained layers). `record_epsilon` adds "epsilon": the
-    smallest attention weight on any edge of each layer (NaN at t = 0).
+    broadcast against X0's batch dims; d_qk defaults to the head width. A list of masks
+    is cycled over layers: layer l uses mask[l % len(mask)] (masks.compose gives the
+    graph of one period). A sequence `seed` draws one network per seed, matched to X0's
+    leading dim. `weights` replaces the random draw (e.g. pretrained layers).
+    `record_epsilon` adds "epsilon": the smallest attention weight on any edge of each
+    layer's mask (NaN at t = 0).
     """
     names = _metrics.check_metric_names(metrics)
-    mask, scale = _check_inputs(X0, config, mask, d_qk, seed)
+    layer_masks, scale = _check_inputs(X0, config, mask, d_qk, seed)
     if weights is None:
         weights = init_layers(config, seed, dtype=X0.dtype, device=X0.device)
     per_seed = isinstance(seed, Sequence)
     history = {name: [value.cpu()] for name, value in _metrics.evaluate(X0, names).items()}
     eps_history = [torch.full(X0.shape[:-2], math.nan, dtype=torch.float64)]
     X = X0
-    for w in tqdm(
-        weights, total=config.n_layers, desc="layers", disable=not progress, leave=False
+    for layer, w in enumerate(
+        tqdm(weights, total=config.n_layers, desc="layers", disable=not progress, leave=False)
     ):
+        mask = layer_masks[layer % len(layer_masks)]
         w = w.to(dtype=X0.dtype, device=X0.device)
         X, A = apply_layer(X, _align_to_batch(w, X0.ndim) if per_seed else w, config, mask, scale)
         for name, value in _metrics.evaluate(X, names).items():

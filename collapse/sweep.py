@@ -5,7 +5,8 @@ the same attention weights, so differences between curves come from what the lab
 name and nothing else. The grid is also cheap to run:
 
 - masks and temperatures go along leading tensor dims of one batch (one big matmul
-  instead of M x T small ones);
+  instead of M x T small ones); a mask may be a list cycled over layers (as in
+  `san.simulate`), the grid then holds each layer's masks for the lcm of the periods;
 - configurations that share their weights (same sizes, init, bias, W_O, FFN width;
   they may differ in variant and LayerNorm) advance in lockstep through one draw of
   each layer's weights, so at BERT size the weights are drawn once per layer and
@@ -18,6 +19,7 @@ Results are bit-for-bit those of `san.simulate` called on each cell of the grid
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -30,7 +32,7 @@ from . import metrics as _metrics
 from . import rng
 from .attention import temperature_scale
 from .checks import ParameterError, check_float, check_int
-from .masks import check_mask
+from .masks import as_sequence
 from .san import SANConfig, apply_layer, init_layers
 
 __all__ = ["GRID", "sweep", "plan", "run_job", "job_frames", "Job", "Grid"]
@@ -50,12 +52,12 @@ def _check_grid(X0, configs, masks, d_qk):
     for label, config in configs.items():
         if not isinstance(config, SANConfig) or config.d != d:
             raise ParameterError(f"config {label!r} must be a SANConfig with d={d} to match X0")
-    for name, mask in masks.items():
-        check_mask(mask)
-        if mask.shape != (n, n):
+    sequences = {name: as_sequence(mask) for name, mask in masks.items()}
+    for name, sequence in sequences.items():
+        if sequence[0].shape != (n, n):
             raise ParameterError(
                 f"mask {name!r} must have shape ({n}, {n}) to match X0's tokens, got "
-                f"{tuple(mask.shape)}"
+                f"{tuple(sequence[0].shape)}"
             )
     d_qk = list(d_qk)
     if not d_qk:
@@ -63,7 +65,7 @@ def _check_grid(X0, configs, masks, d_qk):
     for value in d_qk:
         if value is not None:
             check_float("d_qk", value, positive=True)
-    return d_qk
+    return d_qk, sequences
 
 
 def _weight_key(config: SANConfig) -> tuple:
@@ -107,8 +109,8 @@ class Job:
 
 @dataclass(frozen=True)
 class Grid:
-    """A checked sweep: inputs (S, n, d), stacked masks (M, 1, 1, n, n), metric names and the jobs
-    in output order."""
+    """A checked sweep: inputs (S, n, d), stacked masks (P, M, 1, 1, n, n) (layer l uses
+    mask[l % P], P the lcm of the masks' periods), metric names and the jobs in output order."""
 
     X0: torch.Tensor
     mask: torch.Tensor
@@ -120,12 +122,18 @@ class Grid:
 def plan(X0, configs, masks, *, d_qk=(None,), metrics=("mu",), seed=0, batch_size=None) -> Grid:
     """Check a sweep's arguments (as `sweep`) and split it into jobs: seed-major, then group, then
     sample batch."""
-    d_qk = _check_grid(X0, configs, masks, d_qk)
+    d_qk, sequences = _check_grid(X0, configs, masks, d_qk)
     names = tuple(_metrics.check_metric_names(metrics))
     X0 = X0 if X0.ndim == 3 else X0[None]
     n_samples = X0.shape[0]
     chunk = n_samples if batch_size is None else check_int("batch_size", batch_size, minimum=1)
-    mask = torch.stack(list(masks.values())).to(X0.device)[:, None, None]
+    period = math.lcm(*(len(sequence) for sequence in sequences.values()))
+    mask = torch.stack(
+        [
+            torch.stack([seq[layer % len(seq)] for seq in sequences.values()])
+            for layer in range(period)
+        ]
+    ).to(X0.device)[:, :, None, None]
     jobs = []
     for s in rng.check_seeds(seed):
         for group in _groups(configs):
@@ -143,11 +151,11 @@ def run_job(
     X: torch.Tensor, job: Job, mask: torch.Tensor, names, progress: bool = False
 ) -> dict[str, dict[str, torch.Tensor]]:
     """Run every config of the job's group on its samples X (S, n, d) x masks (M) x temperatures
-    (T).
+    (T); mask is the grid's (P, M, 1, 1, n, n), layer l using mask[l % P].
 
     Returns {label: {metric: float64 CPU tensor (L+1, M, T, S)}}.
     """
-    M, T = mask.shape[0], len(job.d_qk)
+    M, T = mask.shape[1], len(job.d_qk)
     d_qk = torch.tensor(job.d_qk, dtype=torch.float64)[None, :, None]
     X = X.expand(M, T, *X.shape)
     scale = temperature_scale(d_qk, X, 3)
@@ -158,9 +166,11 @@ def run_job(
         (c for c in job.group.values() if c.variant == "full"), next(iter(job.group.values()))
     )
     layers = init_layers(drawer, job.seed, dtype=X.dtype, device=X.device)
-    for w in tqdm(layers, total=drawer.n_layers, desc="layers", disable=not progress, leave=False):
+    bar = tqdm(layers, total=drawer.n_layers, desc="layers", disable=not progress, leave=False)
+    for layer, w in enumerate(bar):
+        layer_mask = mask[layer % len(mask)]
         for label, config in job.group.items():
-            states[label], _ = apply_layer(states[label], w, config, mask, scale)
+            states[label], _ = apply_layer(states[label], w, config, layer_mask, scale)
             for name, value in _metrics.evaluate(states[label], names).items():
                 history[label][name].append(value.cpu())
     return {
@@ -215,6 +225,7 @@ def sweep(
 ) -> pd.DataFrame:
     """Simulate every (config, mask, d_qk) on the same inputs X0 (samples, n, d) and weights.
 
+    masks: name -> an (n, n) mask, or a list of them cycled over layers (see san.simulate).
     Returns one row per (config, mask, d_qk, seed, sample, layer) with one column per
     metric. d_qk None means the head width, and the column holds the value actually
     used. A sequence of seeds runs every sample under every seed's network. The runs

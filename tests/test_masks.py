@@ -120,6 +120,180 @@ def test_graph_quantities_match_reference(case):
     assert masks.radius(mask) <= masks.diameter(mask)
 
 
+def hand(*rows: str) -> torch.Tensor:
+    """A mask written by hand, one string of 0/1 per query (spaces group a grid's rows)."""
+    return torch.tensor([[c == "1" for c in row.replace(" ", "")] for row in rows])
+
+
+def test_names_list_the_deployed_patterns():
+    deployed = {"sink_window", "strided", "longformer", "bigbird", "neighborhood_2d", "swin_2d"}
+    assert deployed <= set(masks.names())
+    for name in masks.names():
+        assert masks.make(name, 16).diagonal().all()  # self-loops (A1) at the defaults
+
+
+def test_sink_window_against_a_hand_built_mask():
+    mask = masks.make("sink_window", 6, window=1, n_sink=2)
+    expected = hand("100000", "110000", "111000", "111100", "110110", "110011")
+    assert torch.equal(mask, expected)
+    assert masks.centers(mask) == [0] and masks.radius(mask) == 1
+    assert masks.diameter(mask) == math.inf  # causal: nothing flows back to token 0
+    no_sink = masks.make("sink_window", 6, window=1, n_sink=0)
+    assert torch.equal(no_sink, masks.make("causal_sliding_window", 6, window=1))
+    # One sink makes the radius 1 however narrow the window.
+    assert masks.radius(masks.make("sink_window", 128, window=0, n_sink=1)) == 1
+
+
+def test_strided_against_a_hand_built_mask():
+    mask = masks.make("strided", 8, stride=3)
+    expected = hand(
+        "10000000",
+        "11000000",
+        "11100000",
+        "11110000",
+        "01111000",
+        "00111100",
+        "10011110",
+        "01001111",
+    )
+    assert torch.equal(mask, expected)
+    assert masks.radius(mask) == 2 and masks.centers(mask) == [0]
+    assert torch.equal(masks.make("strided", 8, stride=1), masks.make("causal", 8))
+    assert torch.equal(masks.make("strided", 20), masks.make("strided", 20, stride=4))
+
+
+def test_longformer_against_a_hand_built_mask():
+    mask = masks.make("longformer", 7, window=1, n_global=1, dilation=2)
+    expected = hand(
+        "1111111",
+        "1101000",
+        "1010100",
+        "1101010",
+        "1010101",
+        "1001010",
+        "1000101",
+    )
+    assert torch.equal(mask, expected)
+    assert masks.radius(mask) == 1 and masks.diameter(mask) == 2
+    # Without the global token the dilated window splits the tokens into two parities.
+    assert masks.radius(masks.make("longformer", 7, window=1, n_global=0, dilation=2)) == math.inf
+    assert torch.equal(
+        masks.make("longformer", 12, window=2, n_global=3),
+        masks.make("global_window", 12, window=2, n_global=3),
+    )
+
+
+def test_bigbird_without_random_keys_is_the_global_window():
+    mask = masks.make("bigbird", 6, window=1, n_global=1, n_random=0)
+    expected = hand("111111", "111000", "111100", "101110", "100111", "100011")
+    assert torch.equal(mask, expected)
+    # Asking for more random keys than are left gives every key.
+    assert masks.make("bigbird", 6, window=1, n_global=1, n_random=6).all()
+
+
+def test_bigbird_random_keys():
+    base = masks.make("bigbird", 64, window=2, n_global=1, n_random=0)
+    mask = masks.make("bigbird", 64, window=2, n_global=1, n_random=3, seed=5)
+    assert torch.equal(mask & base, base)
+    extra = (mask & ~base).sum(-1)
+    assert extra[0] == 0 and (extra[1:] == 3).all()  # the global row already has every key
+    assert torch.equal(mask, masks.make("bigbird", 64, window=2, n_global=1, n_random=3, seed=5))
+    assert not torch.equal(mask, masks.make("bigbird", 64, window=2, n_global=1, n_random=3))
+    # Over seeds, query 8's one random key lands on every key outside its window and globals.
+    drawn = torch.stack(
+        [masks.make("bigbird", 16, n_global=1, n_random=1, seed=s)[8] for s in range(300)]
+    )
+    outside = ~masks.make("bigbird", 16, n_global=1, n_random=0)[8]
+    assert drawn[:, outside].any(0).all() and int(outside.sum()) == 12
+
+
+def test_neighborhood_2d_against_a_hand_built_mask():
+    mask = masks.make("neighborhood_2d", 16, kernel=3)
+    top, bottom = "1110 1110 1110 0000", "0000 1110 1110 1110"  # rows 0-2, rows 1-3
+    left_rows = [top, top, bottom, bottom]  # the window of grid rows 0, 1, 2, 3
+    expected = hand(
+        *(
+            rows if col < 2 else rows.replace("1110", "0111")
+            for rows in left_rows
+            for col in range(4)
+        )
+    )
+    assert torch.equal(mask, expected)
+
+
+@pytest.mark.parametrize("side, kernel", [(7, 3), (7, 5), (8, 7), (5, 5)])
+def test_neighborhood_2d_every_query_has_kernel_squared_keys(side, kernel):
+    mask = masks.make("neighborhood_2d", side * side, kernel=kernel)
+    assert (mask.sum(-1) == kernel**2).all()
+    middle = (side // 2) * side + side // 2
+    rows, cols = torch.nonzero(mask[middle].reshape(side, side), as_tuple=True)
+    half = kernel // 2
+    assert rows.min() == side // 2 - half and cols.max() == side // 2 + half  # centred inside
+    if kernel == side:
+        assert mask.all()
+
+
+def test_swin_2d_against_hand_built_masks():
+    blocks = masks.make("swin_2d", 16, window=2)
+    a, b = "1100 1100 0000 0000", "0011 0011 0000 0000"
+    c, d = "0000 0000 1100 1100", "0000 0000 0011 0011"
+    assert torch.equal(blocks, hand(a, a, b, b, a, a, b, b, c, c, d, d, c, c, d, d))
+    shifted = masks.make("swin_2d", 16, window=2, shift=True)
+    # Displaced by one: the row and column groups are {0}, {1, 2}, {3}; no wrap-around.
+    top = ["1000 0000 0000 0000", "0110 0000 0000 0000", "0001 0000 0000 0000"]
+    middle = ["0000 1000 1000 0000", "0000 0110 0110 0000", "0000 0001 0001 0000"]
+    bottom = ["0000 0000 0000 1000", "0000 0000 0000 0110", "0000 0000 0000 0001"]
+    rows = [[top[0], top[1], top[1], top[2]]]
+    rows += [[middle[0], middle[1], middle[1], middle[2]]] * 2
+    rows += [[bottom[0], bottom[1], bottom[1], bottom[2]]]
+    assert torch.equal(shifted, hand(*(query for grid_row in rows for query in grid_row)))
+    assert masks.radius(blocks) == math.inf and masks.radius(shifted) == math.inf
+    assert torch.equal(masks.make("swin_2d", 16, window=4, shift=True), masks.make("complete", 16))
+
+
+def swin_reference(side: int, window: int) -> torch.Tensor:
+    """Swin's shifted-window mask the way microsoft/Swin-Transformer builds it: roll the grid by
+    -window // 2, label the three regions per axis, attend within a window and a region."""
+    shift = window // 2
+    regions = np.zeros((side, side), dtype=int)
+    slices = (slice(0, -window), slice(-window, -shift), slice(-shift, None))
+    for k, (h, w) in enumerate((h, w) for h in slices for w in slices):
+        regions[h, w] = k
+    rolled = np.roll(np.arange(side * side).reshape(side, side), (-shift, -shift), axis=(0, 1))
+    r, c = np.divmod(np.arange(side * side), side)
+    key = ((r // window) * side + c // window) * 9 + regions.ravel()
+    mask = np.zeros((side * side, side * side), dtype=bool)
+    mask[np.ix_(rolled.ravel(), rolled.ravel())] = key[:, None] == key[None, :]
+    return torch.from_numpy(mask)
+
+
+@pytest.mark.parametrize("side, window", [(4, 2), (6, 3), (8, 4), (12, 4), (14, 7)])
+def test_swin_2d_shift_matches_swins_roll_and_region_mask(side, window):
+    shifted = masks.make("swin_2d", side * side, window=window, shift=True)
+    assert torch.equal(shifted, swin_reference(side, window))
+
+
+def test_compose_is_the_boolean_product_in_layer_order():
+    first = hand("100", "110", "011")  # token i attends to i - 1 and itself
+    second = hand("101", "011", "001")  # every token attends to token 2 and itself
+    # After `first` then `second`, token i has read second's keys of i, then first's of those.
+    assert torch.equal(masks.compose([first, second]), hand("111", "111", "011"))
+    assert torch.equal(masks.compose([second, first]), hand("101", "111", "011"))
+    assert torch.equal(masks.compose([first]), first) and masks.compose(first) is first
+    assert torch.equal(masks.compose((first, second, first)), hand("111", "111", "111"))
+
+
+def test_graph_functions_of_a_list_measure_one_period():
+    period = [masks.make("swin_2d", 16, window=2), masks.make("swin_2d", 16, window=2, shift=True)]
+    composed = masks.compose(period)
+    assert composed[5].all()  # token (1, 1) reads all 16 after one period
+    assert torch.equal(composed[0], hand("1100 1100 0000 0000")[0])  # a corner reads its block
+    assert masks.radius(period) == masks.radius(composed) == 2  # in periods: 4 layers
+    assert masks.centers(period) == masks.centers(composed) == list(range(16))
+    assert masks.diameter(period) == 2 and masks.is_strongly_connected(period)
+    np.testing.assert_array_equal(masks.distances(period), reference_distances(composed))
+
+
 @pytest.mark.parametrize(
     "call, match",
     [
@@ -145,6 +319,48 @@ def test_graph_quantities_match_reference(case):
             lambda: masks.make("sliding_window", 8, widow=2),
             "mask 'sliding_window' takes window; unknown option 'widow'",
         ),
+        (
+            lambda: masks.make("sink_window", 6, n_sink=7),
+            r"n_sink must be an int in \[0, n=6\], got 7",
+        ),
+        (lambda: masks.make("sink_window", 6, window=-1), "window must be an int >= 0"),
+        (lambda: masks.make("strided", 8, stride=0), "stride must be an int >= 1"),
+        (lambda: masks.make("longformer", 8, dilation=0), "dilation must be an int >= 1"),
+        (lambda: masks.make("longformer", 8, n_global=-1), "n_global must be an int >= 0"),
+        (lambda: masks.make("bigbird", 8, n_random=-1), "n_random must be an int >= 0"),
+        (lambda: masks.make("bigbird", 8, seed=-1), "seed must be an int >= 0"),
+        (lambda: masks.make("bigbird", 8, n_global=9), r"n_global must be an int in \[0, n=8\]"),
+        (
+            lambda: masks.make("neighborhood_2d", 10),
+            r"n must be a square \(a sqrt\(n\) x sqrt\(n\) grid of tokens\), got 10",
+        ),
+        (
+            lambda: masks.make("neighborhood_2d", 16, kernel=2),
+            r"kernel must be an odd int in \[1, side=4\], got 2",
+        ),
+        (
+            lambda: masks.make("neighborhood_2d", 16, kernel=5),
+            r"kernel must be an odd int in \[1, side=4\], got 5",
+        ),
+        (lambda: masks.make("swin_2d", 15), "n must be a square"),
+        (
+            lambda: masks.make("swin_2d", 16, window=3),
+            "window must be an int >= 1 dividing the grid side 4, got 3",
+        ),
+        (lambda: masks.make("swin_2d", 16, shift=1), "shift must be True or False, got 1"),
+        (
+            lambda: masks.make("swin_2d", 16, kernel=3),
+            "mask 'swin_2d' takes window, shift; unknown option 'kernel'",
+        ),
+        (lambda: masks.compose([]), "mask must be a tensor or a non-empty list of them"),
+        (
+            lambda: masks.compose([masks.make("causal", 3), masks.make("causal", 4)]),
+            r"masks of a sequence must share one shape, got \(3, 3\) and \(4, 4\)",
+        ),
+        (
+            lambda: masks.radius([masks.make("causal", 3), torch.ones(3, 3)]),
+            "mask must be a torch.bool tensor",
+        ),
         (lambda: masks.radius(torch.zeros(3, 3, dtype=torch.bool)), "mask row 0 allows no token"),
         (lambda: masks.radius(torch.ones(2, 2)), "mask must be a torch.bool tensor"),
         (
@@ -154,8 +370,9 @@ def test_graph_quantities_match_reference(case):
     ],
 )
 def test_bad_inputs(call, match):
-    with pytest.raises(ParameterError, match=match):
+    with pytest.raises(ParameterError, match=match) as error:
         call()
+    assert "\n" not in str(error.value)  # one line, naming the parameter
 
 
 def test_parameter_error_is_value_error():

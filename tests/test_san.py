@@ -1,10 +1,12 @@
 import math
 
+import pandas as pd
 import pytest
 import torch
 from numerics import assert_close_to_scale
 
-from collapse import attention, masks, metrics, san
+from collapse import attention, chunks, inputs, masks, metrics, san, sweep
+from collapse.book import executors
 from collapse.checks import ParameterError
 
 
@@ -175,6 +177,81 @@ def test_record_epsilon_is_the_smallest_edge_weight(gen):
     assert result["epsilon"][1].item() == pytest.approx(A[mask].min().item(), rel=1e-13)
 
 
+def test_a_mask_list_is_cycled_over_layers_like_layers_run_by_hand(gen):
+    config = san.SANConfig(d=6, n_layers=5, init="orthogonal_v")
+    X0 = torch.randn(2, 6, 6, generator=gen, dtype=torch.float64)
+    cycle = [masks.make("causal", 6), masks.make("sliding_window", 6), masks.make("strided", 6)]
+    result = san.simulate(X0, config, mask=cycle, d_qk=1.0, seed=4, record_epsilon=True)
+    X, mu, eps = X0, [metrics.mu(X0)], []
+    for layer in range(5):
+        mask = cycle[layer % 3]
+        w = san.init_layer(config, layer, seed=4)
+        X, A = san.apply_layer(X, w, config, mask, scale=1.0)
+        mu.append(metrics.mu(X))
+        eps.append(A[..., 0, :, :][mask.expand_as(A[..., 0, :, :])].reshape(2, -1).amin(-1))
+    assert torch.equal(result.final, X)
+    assert torch.equal(result["mu"], torch.stack(mu))
+    torch.testing.assert_close(result["epsilon"][1:], torch.stack(eps), rtol=0, atol=0)
+    fixed = san.simulate(X0, config, mask=cycle[0], d_qk=1.0, seed=4)
+    assert not torch.allclose(fixed["mu"][2:], result["mu"][2:])  # the cycle is not ignored
+    single = san.simulate(X0, config, mask=[cycle[1]], d_qk=1.0, seed=4)
+    assert torch.equal(
+        single.final, san.simulate(X0, config, mask=cycle[1], d_qk=1.0, seed=4).final
+    )
+
+
+def test_compose_is_the_support_of_the_layers_attention_product(gen):
+    """masks.compose multiplies in simulate's layer order: A_1 A_0 is nonzero exactly there."""
+    config = san.SANConfig(d=4, n_layers=2)
+    X = torch.randn(7, 4, generator=gen, dtype=torch.float64)
+    first = masks.make("causal_sliding_window", 7)  # token i attends to i - 1 and itself
+    second = torch.eye(7, dtype=torch.bool)
+    second[:, -1] = True  # every token attends to the last one and itself
+    X1, A0 = san.apply_layer(X, san.init_layer(config, 0), config, first)
+    _, A1 = san.apply_layer(X1, san.init_layer(config, 1), config, second)
+    product = A1[0] @ A0[0]
+    assert torch.equal(product > 0, masks.compose([first, second]))
+    assert not torch.equal(product > 0, masks.compose([second, first]))
+
+
+def test_sweeps_cycle_mask_lists_like_simulate(tmp_path):
+    n, d = 9, 6
+    X0 = inputs.embedding_inputs(2, n, d, seed=3)
+    configs = {
+        "attention": san.SANConfig(d=d, n_layers=7),
+        "ln": san.SANConfig(d=d, n_layers=7, variant="ln"),
+    }
+    swin = [masks.make("swin_2d", n, window=3), masks.make("swin_2d", n, window=3, shift=True)]
+    mask_set = {
+        "swin": swin,  # period 2
+        "three": [masks.make("causal", n), swin[1], masks.make("neighborhood_2d", n)],  # period 3
+        "causal": masks.make("causal", n),
+    }
+    grid = sweep.plan(X0, configs, mask_set)
+    assert grid.mask.shape == (6, 3, 1, 1, n, n)  # lcm of the periods, then the masks
+    frame = sweep.sweep(X0, configs, mask_set, seed=2)
+    for label, config in configs.items():
+        for name, mask in mask_set.items():
+            expected = san.simulate(X0, config, mask=mask, seed=2)["mu"]
+            rows = frame[(frame["config"] == label) & (frame["mask"] == name)]
+            got = rows.pivot(index="layer", columns="sample", values="mu").to_numpy()
+            assert_close_to_scale(got, expected, rtol=1e-10)
+    resumable = chunks.sweep(X0, configs, mask_set, seed=2, folder=tmp_path, progress=False)
+    pd.testing.assert_frame_equal(resumable, frame, check_exact=True)
+    reused = chunks.sweep(
+        X0, configs, mask_set, seed=2, folder=tmp_path, executor=NoCompute(), progress=False
+    )
+    pd.testing.assert_frame_equal(reused, frame, check_exact=True)
+
+
+class NoCompute(executors.LocalExecutor):
+    """An executor that refuses to compute: a rerun must read every chunk back."""
+
+    def map(self, fn, items):
+        assert not list(items), "a chunk of the finished sweep was recomputed"
+        return iter(())
+
+
 def test_outlier_removal_in_the_stack(gen):
     config = san.SANConfig(d=10, n_layers=1, remove_outlier=True)
     X = torch.randn(7, 10, generator=gen, dtype=torch.float64)
@@ -238,6 +315,24 @@ def test_cuda_matches_cpu(gen):
                 torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), mask=masks.make("causal", 5)
             ),
             "mask must be",
+        ),
+        (
+            lambda: san.simulate(torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), mask=[]),
+            "mask must be a tensor or a non-empty list of them",
+        ),
+        (
+            lambda: san.simulate(
+                torch.zeros(4, 8),
+                san.SANConfig(d=8, n_layers=1),
+                mask=[masks.make("causal", 4), masks.make("causal", 5)],
+            ),
+            "masks of a sequence must share one shape",
+        ),
+        (
+            lambda: san.simulate(
+                torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), mask=[masks.make("causal", 5)]
+            ),
+            r"mask must be \(4, 4\) to match X0's tokens, got \(5, 5\)",
         ),
         (
             lambda: san.simulate(torch.zeros(4, 8), san.SANConfig(d=8, n_layers=1), seed=-1),
