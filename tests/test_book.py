@@ -131,3 +131,23 @@ def test_every_chapter_launches_its_published_notebook_on_colab_and_binder(fast_
     requirements = (site / "binder" / "requirements.txt").read_text().splitlines()
     assert "torch==2.13.0+cpu" in requirements
     assert f"collapse[pretrained] @ git+{REPOSITORY}@main" in requirements  # not a git checkout
+
+
+def test_every_figure_offers_its_data_beside_it(fast_book):
+    """Each figure on a chapter page has a CSV of its points in the site, linked on the page."""
+    root, _ = fast_book
+    site = root / "_build" / "html"
+    for name in runner.Project(root).notebooks():
+        executed = json.loads((root / "book" / "executed" / f"{name}.ipynb").read_text())
+        figures = sum(
+            "image/png" in output.get("data", {})
+            for cell in executed["cells"]
+            if "remove-cell" not in cell["metadata"].get("tags", [])
+            for output in cell.get("outputs", [])
+        )
+        page = (site / "book" / "executed" / f"{name}.html").read_text()
+        links = re.findall(r'href="\.\./\.\./(_downloads/[0-9a-f]+/[^"]+\.csv)"', page)
+        assert figures and len(links) == figures, (name, figures, links)
+        for link in links:
+            header = (site / link).read_text().splitlines()[0]
+            assert len(header.split(",")) >= 2, (name, link, header)
