@@ -1,5 +1,6 @@
 """Shared fixtures: seeded generators, and one fast-profile build of the whole book."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -61,3 +62,14 @@ def fast_book(tmp_path_factory):
     command = without_network(fast_book_command(root))
     result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     return root, result
+
+
+def built_book_root(request) -> Path:
+    """The project whose built book a test reads: COLLAPSE_BOOK_ROOT (a folder with _build/html
+    and book/executed, to check an existing build in seconds) or else the fast book."""
+    built = os.environ.get("COLLAPSE_BOOK_ROOT")
+    if built:
+        return Path(built).resolve()
+    root, result = request.getfixturevalue("fast_book")
+    assert result.returncode == 0, "the book did not build: see test_book.py"
+    return root

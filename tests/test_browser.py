@@ -25,6 +25,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from conftest import built_book_root
 
 from collapse import report
 from collapse.book import pages, runner
@@ -193,12 +194,7 @@ def site(request):
     _build/html and book/executed), that book is checked instead of a fresh build: how a
     change to a page is checked in seconds, or an older build shown to fail.
     """
-    built = os.environ.get("COLLAPSE_BOOK_ROOT")
-    if built:
-        root = Path(built).resolve()
-    else:
-        root, result = request.getfixturevalue("fast_book")
-        assert result.returncode == 0, "the book did not build: see test_book.py"
+    root = built_book_root(request)
     html = root / "_build" / "html"
     assert html.is_dir(), f"no built book in {html}"
     with serve(html) as base:

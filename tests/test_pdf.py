@@ -15,6 +15,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from conftest import built_book_root
 
 from collapse.book import pdf, runner
 from collapse.checks import ParameterError
@@ -168,12 +169,7 @@ def printed(request, tmp_path_factory):
     _browser_or_skip()
     from pypdf import PdfReader
 
-    built = os.environ.get("COLLAPSE_BOOK_ROOT")
-    if built:
-        root = Path(built).resolve()
-    else:
-        root, result = request.getfixturevalue("fast_book")
-        assert result.returncode == 0, "the book did not build: see test_book.py"
+    root = built_book_root(request)
     result = pdf.write_pdf(root, out=tmp_path_factory.mktemp("pdf") / "book.pdf")
     return root, result, PdfReader(result.path)
 
