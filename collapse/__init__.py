@@ -6,6 +6,8 @@ LayerNorm) and Nait Saada, Naderi & Tanner (ICML 2025, "Mind the Gap").
 Wu et al.: masks, attention, stacks at initialisation
     masks           attention masks as graphs: radius, diameter, centers, connectivity;
                     deployed sparse patterns (Longformer, BigBird, Swin, ...), per-layer lists
+    mask_design     deployed sparse-attention patterns as a catalogue, their graphs at many N,
+                    radius growth, component spreads and rank agreement
     attention       masked softmax with temperature, LayerNorm flavours, outlier removal
     san             self-attention stacks at init and their per-layer simulation
     inputs          BERT's embedding output at random init, the stacks' inputs
@@ -46,6 +48,7 @@ from . import (
     gradients,
     inputs,
     markov,
+    mask_design,
     masks,
     metrics,
     pretrained,
@@ -74,6 +77,7 @@ __all__ = [
     "gradients",
     "inputs",
     "markov",
+    "mask_design",
     "masks",
     "metrics",
     "pretrained",

@@ -1,4 +1,5 @@
-"""Masked softmax attention, the two LayerNorm flavours, and the outlier-removal fix.
+"""Masked softmax attention, the LayerNorm flavours (scale-only, centred, RMSNorm) and the
+outlier-removal fix.
 
 Shapes follow torch: leading dims are batch dims and broadcast; the last two dims are
 (tokens, features) for X and (queries, keys) for scores and attention matrices.
@@ -20,6 +21,7 @@ __all__ = [
     "attention_matrix",
     "scale_layernorm",
     "centered_layernorm",
+    "rms_layernorm",
     "LAYERNORMS",
     "remove_outlier",
 ]
@@ -83,7 +85,18 @@ def centered_layernorm(X: torch.Tensor, eps: float = 1e-5, weight=None, bias=Non
     return torch.nn.functional.layer_norm(X, X.shape[-1:], weight, bias, eps)
 
 
-LAYERNORMS = {"scale": scale_layernorm, "centered": centered_layernorm}
+def rms_layernorm(X: torch.Tensor, eps: float = 0.0, weight=None) -> torch.Tensor:
+    """RMSNorm (Zhang and Sennrich 2019): x / sqrt(mean(x^2) + eps) * weight, per token.
+
+    Why: with eps = 0 and no weight it is sqrt(d) times the theory's scale-only LayerNorm,
+    x / ||x||_2; the gain `weight` (d,) is what RMSNorm adds to it.
+    """
+    eps = check_float("eps", eps, minimum=0.0)
+    Y = X / torch.sqrt(X.pow(2).mean(-1, keepdim=True) + eps)
+    return Y if weight is None else Y * weight
+
+
+LAYERNORMS = {"scale": scale_layernorm, "centered": centered_layernorm, "rms": rms_layernorm}
 
 
 def remove_outlier(A: torch.Tensor) -> torch.Tensor:

@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 VARIANTS = ("attention", "skip", "ln", "skip_ln", "full")
-INITS = ("torch_default", "bert_normal", "orthogonal_v", "spectral_v")
+INITS = ("torch_default", "bert_normal", "orthogonal_v", "spectral_v", "gaussian_v")
 # BERT's exact GELU and GPT-2's tanh approximation ("gelu_new").
 ACTIVATIONS = {
     "gelu": torch.nn.functional.gelu,
@@ -157,6 +157,8 @@ def _draw(config: SANConfig, seed: int, layer: int, role: str, fan_in: int, shap
             if is_bias
             else torch.randn(shape, generator=g, dtype=torch.float64) * 0.02
         )
+    elif role == "W_V" and config.init == "gaussian_v":  # N(0, 1/d): E ||x W_V||^2 = ||x||^2
+        t = torch.randn(shape, generator=g, dtype=torch.float64) / math.sqrt(fan_in)
     elif role == "W_V" and config.init == "orthogonal_v":
         q, r = torch.linalg.qr(torch.randn(shape, generator=g, dtype=torch.float64))
         t = q * torch.sign(torch.diagonal(r))
@@ -247,6 +249,8 @@ def self_attention(X, w: LayerWeights, config: SANConfig, mask=None, scale=None)
 def _layernorm(X, config: SANConfig, weight, bias):
     if config.layernorm == "scale":
         return LAYERNORMS["scale"](X)
+    if config.layernorm == "rms":  # gain: the layer's ln weight (None: 1)
+        return LAYERNORMS["rms"](X, config.ln_eps, weight)
     return LAYERNORMS["centered"](X, config.ln_eps, weight, bias)
 
 

@@ -1,4 +1,5 @@
-"""The collapse bounds of Wu et al. (Theorem 1, Theorem 2, Corollary 1) and their epsilon.
+"""The collapse bounds of Wu et al. (Theorem 1, Theorem 2, Corollary 1) and their epsilon, and
+Dong et al.'s doubly exponential bound for comparison.
 
 Each bound has the form mu(X_t) <= C * q^(t / k): we expose the per-layer rate
 log(q) / k (the slope of log mu against t that the theorem guarantees) and the bound
@@ -27,6 +28,10 @@ __all__ = [
     "run_epsilon",
     "mask_table",
     "layernorm_rate",
+    "composite_norm",
+    "dong_residual",
+    "dong_beta",
+    "dong_log_bound",
 ]
 
 
@@ -166,3 +171,57 @@ def layernorm_rate(
     return math.nan, "none: Thm 2 (" + ", ".join(failed) + "); Cor 1 (" + ", ".join(
         cor1_failed
     ) + ")"
+
+
+def composite_norm(X: torch.Tensor) -> torch.Tensor:
+    """sqrt(||X||_1 ||X||_inf) over the last two dims: Dong et al.'s l_{1,inf} norm.
+
+    ||X||_1 is the largest absolute column sum, ||X||_inf the largest absolute row sum.
+    """
+    X = X.to(torch.float64)
+    col = X.abs().sum(-2).amax(-1)
+    row = X.abs().sum(-1).amax(-1)
+    return torch.sqrt(col * row)
+
+
+def dong_residual(X: torch.Tensor) -> torch.Tensor:
+    """||X - 1 mean(X)||_{1,inf}: the residual of Dong et al. measured from the mean token.
+
+    Why: Dong et al. take the residual from the best rank-one x (argmin over x), which has
+    no closed form in this norm; the mean token gives an upper estimate of it, the same
+    centring as mu.
+    """
+    X = X.to(torch.float64)
+    return composite_norm(X - X.mean(-2, keepdim=True))
+
+
+def dong_beta(W_Q: torch.Tensor, W_K: torch.Tensor, W_V: torch.Tensor) -> torch.Tensor:
+    """||W_Q W_K^T||_1 ||W_V||_{1,inf}: the per-layer constant that beta bounds in Dong et al.'s
+    Theorem 2.2 (batched over leading dims)."""
+    W_QK = W_Q.to(torch.float64) @ W_K.to(torch.float64).transpose(-1, -2)
+    return W_QK.abs().sum(-2).amax(-1) * composite_norm(W_V)
+
+
+def dong_log_bound(t, log_res0: float, beta: float, *, gamma: float = 1.0, d_qk: float = 1.0):
+    """log of Dong et al.'s bound (Theorem 2.2) after t layers of single-head pure attention:
+
+        res(X_t) <= (4 gamma beta / sqrt(d_qk))^((3^t - 1) / 2) res(X_0)^(3^t),
+
+    res in the l_{1,inf} norm, beta >= ||W_QK||_1 ||W_V||_{1,inf} in every layer and gamma
+    a term that depends on the attention entries (Dong et al. leave it unspecified; we take
+    gamma = 1 by default). Why a log: 3^t overflows a float beyond t ~ 640; the result is a
+    float array (+-inf where it overflows). The bound decreases in t iff
+    res(X_0) sqrt(4 gamma beta / sqrt(d_qk)) < 1.
+    """
+    beta = check_float("beta", beta, positive=True)
+    gamma = check_float("gamma", gamma, positive=True)
+    d_qk = check_float("d_qk", d_qk, positive=True)
+    log_c = math.log(4 * gamma * beta / math.sqrt(d_qk))
+    t = np.asarray(t, dtype=float)
+    if (t < 0).any():
+        raise ParameterError("t must be >= 0 (layers)")
+    with np.errstate(over="ignore", invalid="ignore"):
+        power = np.power(3.0, t)
+        # (3^t - 1)/2 log c + 3^t log r0, written so that 3^t = inf gives +-inf, not inf - inf
+        out = power * (log_c / 2 + float(log_res0)) - log_c / 2
+    return np.where(t == 0, float(log_res0), out)

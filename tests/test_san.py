@@ -296,8 +296,8 @@ def test_cuda_matches_cpu(gen):
             "init must be one of torch_default, bert_normal",
         ),
         (
-            lambda: san.SANConfig(d=8, n_layers=2, layernorm="rms"),
-            "layernorm must be one of scale, centered",
+            lambda: san.SANConfig(d=8, n_layers=2, layernorm="batch"),
+            "layernorm must be one of scale, centered, rms",
         ),
         (lambda: san.SANConfig(d="8", n_layers=2), "d must be an int >= 1"),
         (

@@ -1,0 +1,310 @@
+"""Mask design: the sparse attention of deployed models as a catalogue, their graphs at many
+sizes, how the radius grows with N, and the measurements that compare their collapse.
+
+Wu et al.'s rebuttal proposes Theorem 1's graph-dependent rate as a principle for mask
+design. `CATALOGUE` names each deployed pattern with its model and the parameters used
+here (token-level, scaled to sequences of 64 to 1024 tokens); `build` gives one period of
+its per-layer masks (two for Swin's shifted windows, one otherwise). The graph functions
+measure one period's composed graph; `graph_summary` also gives the radius in layers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.sparse import csgraph, csr_matrix
+
+from . import fit as _fit
+from . import masks as _masks
+from . import metrics as _metrics
+from . import san as _san
+from .checks import ParameterError, check_int
+
+__all__ = [
+    "Pattern",
+    "CATALOGUE",
+    "build",
+    "stack",
+    "graph_summary",
+    "graph_table",
+    "GrowthFit",
+    "radius_growth",
+    "window_of_radius",
+    "components",
+    "component_spread",
+    "run_components",
+    "rank_agreement",
+    "tail_slopes",
+    "halving_depth",
+]
+
+# Above this share of allowed pairs, distances come from dense boolean frontiers (a few
+# matrix products) rather than one breadth-first search per token.
+_DENSE_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A deployed attention pattern: `masks.make(mask, n, **options)`, alternating with its
+    shifted copy on every other layer when `shifted` (Swin)."""
+
+    label: str
+    model: str
+    mask: str
+    options: dict = field(default_factory=dict)
+    shifted: bool = False
+
+    @property
+    def period(self) -> int:
+        return 2 if self.shifted else 1
+
+    def build(self, n: int) -> tuple[torch.Tensor, ...]:
+        """One period of per-layer masks on n tokens."""
+        first = _masks.make(self.mask, n, **self.options)
+        if not self.shifted:
+            return (first,)
+        return first, _masks.make(self.mask, n, **self.options, shift=True)
+
+
+CATALOGUE: dict[str, Pattern] = {
+    "complete": Pattern("complete", "full attention (BERT, ViT)", "complete"),
+    "causal": Pattern("causal", "decoders (GPT)", "causal"),
+    "sliding_window": Pattern(
+        "sliding window", "Wu et al.'s local mask", "sliding_window", {"window": 1}
+    ),
+    "mistral": Pattern(
+        "causal sliding window", "Mistral 7B", "causal_sliding_window", {"window": 4}
+    ),
+    "streaming_llm": Pattern(
+        "sink window", "StreamingLLM", "sink_window", {"window": 4, "n_sink": 4}
+    ),
+    "strided": Pattern("strided", "Sparse Transformer", "strided"),
+    "longformer": Pattern("Longformer", "Longformer", "longformer", {"window": 4, "n_global": 1}),
+    "longformer_local": Pattern(
+        "Longformer, no global", "Longformer", "longformer", {"window": 4, "n_global": 0}
+    ),
+    "longformer_dilated": Pattern(
+        "Longformer, dilated",
+        "Longformer",
+        "longformer",
+        {"window": 4, "n_global": 0, "dilation": 2},
+    ),
+    "longformer_dilated_global": Pattern(
+        "Longformer, dilated + global",
+        "Longformer",
+        "longformer",
+        {"window": 4, "n_global": 1, "dilation": 2},
+    ),
+    "bigbird": Pattern(
+        "BigBird", "BigBird", "bigbird", {"window": 1, "n_global": 2, "n_random": 3, "seed": 0}
+    ),
+    "neighborhood": Pattern(
+        "neighborhood (2-D)", "Neighborhood Attention", "neighborhood_2d", {"kernel": 7}
+    ),
+    "swin": Pattern("Swin, no shift", "Swin Transformer", "swin_2d", {"window": 4}),
+    "swin_shifted": Pattern(
+        "Swin, shifted", "Swin Transformer", "swin_2d", {"window": 4}, shifted=True
+    ),
+}
+
+
+def build(pattern: str | Pattern, n: int) -> tuple[torch.Tensor, ...]:
+    """One period of a catalogue pattern (by name) or of any Pattern, on n tokens."""
+    if isinstance(pattern, str):
+        if pattern not in CATALOGUE:
+            raise ParameterError(f"pattern must be one of {', '.join(CATALOGUE)}; got {pattern!r}")
+        pattern = CATALOGUE[pattern]
+    return pattern.build(n)
+
+
+def stack(periods: Sequence[Sequence[torch.Tensor]]) -> list[torch.Tensor]:
+    """Per-layer masks for a batch of patterns: element l stacks every pattern's mask of layer
+    l, over the least common multiple of their periods, for `san.simulate(mask=...)`.
+
+    Why: simulate cycles one list of (..., n, n) masks over layers; patterns of period 1
+    and 2 share one batched run when each is repeated to the common period.
+    """
+    if not periods:
+        raise ParameterError("periods must hold at least one pattern's masks")
+    period = math.lcm(*(len(p) for p in periods))
+    return [torch.stack([p[layer % len(p)] for p in periods]) for layer in range(period)]
+
+
+def _distances(mask) -> np.ndarray:
+    """dist[j, i]: fewest edges j -> i in the composed graph of one period (inf if none)."""
+    m = _masks.compose(mask)
+    n = m.shape[-1]
+    if m.sum() < _DENSE_SHARE * n * n:
+        return _masks.distances(m)
+    adjacency = m.T.to(torch.float32)  # [j, i]: the edge j -> i
+    reached = torch.eye(n, dtype=torch.bool)
+    frontier, dist, step = reached, np.full((n, n), np.inf), 0
+    dist[reached.numpy()] = 0
+    while frontier.any():  # one product per step: every source's frontier at once
+        step += 1
+        frontier = ((frontier.to(torch.float32) @ adjacency) > 0) & ~reached
+        reached |= frontier
+        dist[frontier.numpy()] = step
+    return dist
+
+
+def graph_summary(mask) -> dict:
+    """Radius, diameter, number of centers and connectivity of one mask, or of one period of
+    a list of masks, from one distance computation; `radius_layers` counts the radius in
+    layers (radius x period), the constant r of Theorem 1 for a cycled sequence."""
+    period = len(_masks.as_sequence(mask))
+    dist = _distances(mask)
+    eccentricity = dist.max(axis=1)
+    finite = np.isfinite(eccentricity)
+    radius = int(eccentricity[finite].min()) if finite.any() else math.inf
+    return {
+        "radius": radius,
+        "radius_layers": radius * period,
+        "diameter": int(dist.max()) if np.isfinite(dist).all() else math.inf,
+        "centers": int(finite.sum()),
+        "quasi_strongly_connected": bool(finite.any()),
+        "strongly_connected": bool(np.isfinite(dist).all()),
+        "period": period,
+    }
+
+
+def graph_table(patterns: Mapping[str, Pattern], ns: Sequence[int]) -> pd.DataFrame:
+    """graph_summary of every pattern at every n: one row per (pattern, n)."""
+    rows = [
+        {"pattern": name, "n": int(n), **graph_summary(list(pattern.build(int(n))))}
+        for name, pattern in patterns.items()
+        for n in ns
+    ]
+    return pd.DataFrame(rows)
+
+
+class GrowthFit(NamedTuple):
+    """radius ~ N^exponent fitted on log-log axes; `law` the nearest of constant (0),
+    square root (1/2) and linear (1); r2 NaN for a constant radius."""
+
+    exponent: float
+    r2: float
+    law: str
+
+
+_LAWS = {0.0: "constant", 0.5: "square root of N", 1.0: "linear in N"}
+
+
+def radius_growth(ns, radii) -> GrowthFit:
+    """How a family's radius grows with N: the power-law exponent of radius against N.
+
+    Why: a window of fixed width has r ~ N / w, a 2-D window r ~ sqrt(N) / kernel, a
+    global token r = 1; the exponent tells the families apart without a guess of the
+    law's constant. Infinite radii (no center) give NaN.
+    """
+    radii = np.asarray(radii, dtype=float)
+    if not np.all(np.isfinite(radii)):
+        return GrowthFit(math.nan, math.nan, "no center")
+    result = _fit.loglog_fit(ns, radii)
+    exponent = 0.0 if np.ptp(radii) == 0 else float(result.slope)
+    law = _LAWS[min(_LAWS, key=lambda p: abs(p - exponent))]
+    return GrowthFit(exponent, float(result.r2), law)
+
+
+def window_of_radius(n: int, r: int) -> int:
+    """The narrowest half-width w whose sliding window on n tokens has radius r (or less).
+
+    Why: a mask whose rate is compared with a window's needs the window of the same
+    radius; the radius of a sliding window is ceil(floor(n / 2) / w).
+    """
+    n, r = check_int("n", n, minimum=2), check_int("r", r, minimum=1)
+    return math.ceil((n // 2) / r)
+
+
+def components(mask) -> np.ndarray:
+    """Label of each token's strongly connected component in one period's composed graph."""
+    graph = csr_matrix(_masks.compose(mask).cpu().numpy().T)
+    return csgraph.connected_components(graph, directed=True, connection="strong")[1]
+
+
+def component_spread(X: torch.Tensor, labels) -> tuple[torch.Tensor, torch.Tensor]:
+    """(within, between) for tokens X (..., n, d) split into components by `labels`:
+    within^2 = sum over components of mu(X_c)^2, between^2 = sum_c n_c ||mean_c - mean||^2,
+    so that within^2 + between^2 = mu(X)^2.
+
+    Why: without a center the tokens can merge within each component only; between
+    measures how far apart the components' points stay.
+    """
+    X = X.to(torch.float64)
+    labels = torch.as_tensor(np.asarray(labels), dtype=torch.long, device=X.device)
+    onehot = torch.nn.functional.one_hot(labels).to(X)  # (n, components)
+    counts = onehot.sum(0)
+    means = (onehot.T @ X) / counts[:, None]  # (..., components, d)
+    within = torch.linalg.norm(X - onehot @ means, dim=(-2, -1))
+    centred = means - X.mean(dim=-2, keepdim=True)
+    between = (counts * (centred**2).sum(-1)).sum(-1).sqrt()
+    return within, between
+
+
+def run_components(X0, config, mask, seeds, d_qk: float) -> dict[str, np.ndarray]:
+    """Per-layer mu, within and between (component_spread) of one pattern's run, (L+1, seed).
+
+    X0 (seeds, n, d); the network is the one `san.simulate(X0, config, mask=mask,
+    d_qk=d_qk, seed=seeds)` draws, so `mu` equals simulate's.
+    """
+    sequence = _masks.as_sequence(mask)
+    labels = components(list(sequence))
+    history = [(_metrics.mu(X0), *component_spread(X0, labels))]
+    X = X0
+    for layer, w in enumerate(_san.init_layers(config, list(seeds), dtype=X0.dtype)):
+        X, _ = _san.apply_layer(X, w, config, sequence[layer % len(sequence)], d_qk**0.5)
+        history.append((_metrics.mu(X), *component_spread(X, labels)))
+    stacked = torch.stack([torch.stack(h) for h in history]).numpy()  # (L+1, 3, seed)
+    return dict(zip(("mu", "within", "between"), stacked.transpose(1, 0, 2), strict=True))
+
+
+def rank_agreement(x, y, *, n_perm: int = 10_000, seed: int = 0) -> tuple[float, float]:
+    """Kendall's tau-b between x and y (ties in either allowed) and its one-sided
+    permutation p-value: the share of random pairings of y with x whose tau-b is as large.
+
+    Why: many masks share a radius (every global or sink pattern has r = 1), so the
+    agreement of two orderings needs a tie-aware rank correlation, and with a dozen
+    patterns its significance is read off exact random pairings, not a normal law.
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.ndim != 1 or x.size < 3:
+        raise ParameterError(f"x and y must be 1-D of one length >= 3, got {x.shape}, {y.shape}")
+    n_perm = check_int("n_perm", n_perm, minimum=1)
+    upper = np.triu_indices(x.size, 1)
+    sx = np.sign(x[:, None] - x[None, :])[upper]
+    order = np.argsort(np.random.default_rng(seed).random((n_perm, x.size)), axis=1)
+    ys = np.vstack([y, y[order]])  # (1 + n_perm, n): the observed pairing first
+    sy = np.sign(ys[:, :, None] - ys[:, None, :])[:, upper[0], upper[1]]
+    norm = math.sqrt((sx**2).sum() * (sy[0] ** 2).sum())
+    if norm == 0:
+        return math.nan, math.nan
+    tau = (sy @ sx) / norm
+    return float(tau[0]), float((1 + (tau[1:] >= tau[0] - 1e-12).sum()) / (1 + n_perm))
+
+
+def tail_slopes(mu) -> np.ndarray:
+    """Slope of log mu over the tail of each run (chapter 01's measured rate): the second half
+    of the layers above the fit cut mu / mu(0) > 1e-10, at least two of them.
+
+    mu: (L+1, *batch); result: batch.
+    """
+    mu = mu.numpy() if isinstance(mu, torch.Tensor) else np.asarray(mu, dtype=float)
+    end = _fit.floor_layer(mu)  # first layer below the cut, NaN where none is
+    end = np.where(np.isnan(end), mu.shape[0], end).astype(int)
+    start = np.maximum(0, np.minimum(end // 2, end - 2))
+    slope = np.empty(end.shape)
+    for i in np.ndindex(end.shape):  # one fit per run: a handful of runs
+        column = mu[(slice(None), *i)]
+        slope[i] = _fit.log_slope(column, start=int(start[i]), stop=int(end[i]))
+    return slope
+
+
+def halving_depth(mu) -> np.ndarray:
+    """First layer t at which mu(t) / mu(0) <= 1/2 (NaN where it never gets there)."""
+    return _fit.floor_layer(mu, floor=0.5)

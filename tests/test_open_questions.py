@@ -1,0 +1,99 @@
+"""RMSNorm with gain, Gaussian value weights and Dong et al.'s doubly exponential bound: the
+library pieces the chapter on the rebuttal's open questions uses."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from collapse import attention, san, theory
+from collapse.checks import ParameterError
+
+
+def test_rms_layernorm_matches_the_hand_formula_with_gain_and_eps():
+    X = torch.tensor([[3.0, 4.0], [1.0, -1.0]], dtype=torch.float64)
+    gain = torch.tensor([2.0, 0.5], dtype=torch.float64)
+    # rms of (3, 4) is sqrt(25 / 2); of (1, -1) it is 1
+    expected = torch.tensor(
+        [[3 / math.sqrt(12.5) * 2, 4 / math.sqrt(12.5) * 0.5], [2.0, -0.5]], dtype=torch.float64
+    )
+    torch.testing.assert_close(attention.rms_layernorm(X, weight=gain), expected)
+    with_eps = attention.rms_layernorm(X, eps=0.5)
+    torch.testing.assert_close(with_eps[1], torch.tensor([1.0, -1.0]).double() / math.sqrt(1.5))
+
+
+def test_rms_layernorm_without_gain_is_sqrt_d_times_the_scale_only_layernorm():
+    X = torch.randn(3, 5, 7, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    torch.testing.assert_close(
+        attention.rms_layernorm(X), math.sqrt(7) * attention.scale_layernorm(X)
+    )
+    assert attention.LAYERNORMS["rms"] is attention.rms_layernorm
+    with pytest.raises(ParameterError):
+        attention.rms_layernorm(X, eps=-1.0)
+
+
+def test_a_post_rms_layer_equals_the_formula_with_the_layer_gain():
+    config = san.SANConfig(d=4, n_layers=1, variant="ln", layernorm="rms", ln_eps=0.0)
+    w = san.init_layer(config, 0, seed=3)
+    w.ln1_weight = torch.tensor([1.0, 2.0, 0.5, -1.0], dtype=torch.float64)
+    X = torch.randn(5, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    out, A = san.apply_layer(X, w, config)
+    Y = A[0] @ X @ w.W_V
+    expected = Y / Y.pow(2).mean(-1, keepdim=True).sqrt() * w.ln1_weight
+    torch.testing.assert_close(out, expected)
+    # without a gain, simulate's tokens have norm sqrt(d) at every layer
+    deep = san.SANConfig(d=4, n_layers=6, variant="ln", layernorm="rms", ln_eps=0.0)
+    final = san.simulate(X, deep, seed=0).final
+    torch.testing.assert_close(final.norm(dim=-1), torch.full((5,), 2.0, dtype=torch.float64))
+
+
+def test_gaussian_value_weights_have_variance_one_over_d_and_are_reproducible():
+    d = 256
+    config = san.SANConfig(d=d, n_layers=2, init="gaussian_v")
+    w = san.init_layer(config, 1, seed=5)
+    # d^2 = 65536 entries: the sample mean and variance are within a few standard errors
+    assert abs(float(w.W_V.mean())) < 4 / d / math.sqrt(d)
+    assert abs(float(w.W_V.var()) * d - 1) < 0.03
+    # fourth moment of a Gaussian: 3 sigma^4 (a uniform law would give 1.8)
+    kurtosis = float((w.W_V**4).mean() / w.W_V.var() ** 2)
+    assert abs(kurtosis - 3) < 0.1
+    again = san.init_layer(config, 1, seed=5)
+    torch.testing.assert_close(w.W_V, again.W_V, rtol=0, atol=0)
+    other = san.init_layer(config, 1, seed=6)
+    assert not torch.equal(w.W_V, other.W_V)
+
+
+def test_gaussian_v_keeps_the_default_query_and_key_draws_bit_for_bit():
+    base = san.init_layer(san.SANConfig(d=8, n_layers=1), 0, seed=[0, 1])
+    gauss = san.init_layer(san.SANConfig(d=8, n_layers=1, init="gaussian_v"), 0, seed=[0, 1])
+    assert torch.equal(base.W_Q, gauss.W_Q) and torch.equal(base.W_K, gauss.W_K)
+    assert not torch.equal(base.W_V, gauss.W_V)
+    # the other inits are unchanged: torch_default's W_V is still U(+-1/sqrt(d))
+    assert float(base.W_V.abs().max()) <= 1 / math.sqrt(8)
+
+
+def test_composite_norm_residual_and_beta_by_hand():
+    X = torch.tensor([[1.0, -2.0], [3.0, 0.0]], dtype=torch.float64)
+    # column sums of |X|: 4, 2; row sums: 3, 3 -> sqrt(4 * 3)
+    assert float(theory.composite_norm(X)) == pytest.approx(math.sqrt(12))
+    # X - mean = [[-1, -1], [1, 1]]: column sums 2, 2; row sums 2, 2
+    assert float(theory.dong_residual(X)) == pytest.approx(2.0)
+    eye = torch.eye(2, dtype=torch.float64)
+    W_Q = torch.tensor([[1.0, 2.0], [0.0, 1.0]], dtype=torch.float64)
+    # W_Q W_K^T = W_Q: largest column sum 3; ||I||_{1,inf} = 1
+    assert float(theory.dong_beta(W_Q, eye, eye)) == pytest.approx(3.0)
+
+
+def test_dong_log_bound_on_a_small_case():
+    # c = 4 * 1 * 2 / sqrt(4) = 4, res0 = 0.1: t = 1 gives c * res0^3, t = 2 gives c^4 res0^9
+    got = theory.dong_log_bound([0, 1, 2], math.log(0.1), 2.0, d_qk=4.0)
+    np.testing.assert_allclose(np.exp(got), [0.1, 4 * 0.1**3, 4**4 * 0.1**9], rtol=1e-12)
+    # it decreases iff res0 sqrt(c) < 1: at res0 = 1 / sqrt(c) every layer gives res0
+    flat = theory.dong_log_bound(np.arange(5), math.log(0.5), 2.0, d_qk=4.0)
+    np.testing.assert_allclose(flat, math.log(0.5))
+    rising = theory.dong_log_bound([1000], math.log(0.6), 2.0, d_qk=4.0)
+    falling = theory.dong_log_bound([1000], math.log(0.4), 2.0, d_qk=4.0)
+    assert rising[0] == math.inf and falling[0] == -math.inf
+    with pytest.raises(ParameterError):
+        theory.dong_log_bound([-1], 0.0, 1.0)
