@@ -13,7 +13,7 @@ import torch
 
 from .checks import ParameterError, check_float, check_int
 
-__all__ = ["log_slope", "loglog_fit", "LogLogFit", "floor_layer", "max_rise"]
+__all__ = ["log_slope", "tail_slopes", "loglog_fit", "LogLogFit", "floor_layer", "max_rise"]
 
 
 def _weighted_slope(x: np.ndarray, y: np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -128,3 +128,23 @@ def max_rise(mu, *, floor: float = 1e-10) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         rise = np.where(above, log_mu - lowest_so_far, 0.0)
     return np.maximum(rise.max(axis=0), 0.0)
+
+
+def tail_slopes(mu) -> np.ndarray:
+    """Slope of log mu over the tail of each run, the rate chapters 01 and 14 measure: the
+    second half of the layers above the fit cut mu / mu(0) > 1e-10, at least two of them.
+
+    Why the tail: a transient (mu rising while a token's value spreads) is absorbed by
+    Theorem 1's constant, so only the decay after it can be held to the theorem's rate.
+
+    mu: (L+1, *batch); result: batch.
+    """
+    mu = mu.numpy() if isinstance(mu, torch.Tensor) else np.asarray(mu, dtype=float)
+    end = floor_layer(mu)  # first layer below the cut, NaN where none is
+    end = np.where(np.isnan(end), mu.shape[0], end).astype(int)
+    start = np.maximum(0, np.minimum(end // 2, end - 2))
+    slope = np.empty(end.shape)
+    for i in np.ndindex(end.shape):  # one fit per run: a handful of runs
+        column = mu[(slice(None), *i)]
+        slope[i] = log_slope(column, start=int(start[i]), stop=int(end[i]))
+    return slope

@@ -40,7 +40,6 @@ __all__ = [
     "component_spread",
     "run_components",
     "rank_agreement",
-    "tail_slopes",
     "halving_depth",
 ]
 
@@ -286,23 +285,6 @@ def rank_agreement(x, y, *, n_perm: int = 10_000, seed: int = 0) -> tuple[float,
         return math.nan, math.nan
     tau = (sy @ sx) / norm
     return float(tau[0]), float((1 + (tau[1:] >= tau[0] - 1e-12).sum()) / (1 + n_perm))
-
-
-def tail_slopes(mu) -> np.ndarray:
-    """Slope of log mu over the tail of each run (chapter 01's measured rate): the second half
-    of the layers above the fit cut mu / mu(0) > 1e-10, at least two of them.
-
-    mu: (L+1, *batch); result: batch.
-    """
-    mu = mu.numpy() if isinstance(mu, torch.Tensor) else np.asarray(mu, dtype=float)
-    end = _fit.floor_layer(mu)  # first layer below the cut, NaN where none is
-    end = np.where(np.isnan(end), mu.shape[0], end).astype(int)
-    start = np.maximum(0, np.minimum(end // 2, end - 2))
-    slope = np.empty(end.shape)
-    for i in np.ndindex(end.shape):  # one fit per run: a handful of runs
-        column = mu[(slice(None), *i)]
-        slope[i] = _fit.log_slope(column, start=int(start[i]), stop=int(end[i]))
-    return slope
 
 
 def halving_depth(mu) -> np.ndarray:

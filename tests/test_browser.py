@@ -99,9 +99,7 @@ const layout = () => {
 
 # Runs in the page once MathJax has typeset it and its fonts have loaded: what a reader sees.
 INSPECT = (
-    """async (statesResult) => {"""
-    + LAYOUT
-    + """
+    """async (statesResult) => {""" + LAYOUT + """
   await Promise.all(Array.from(document.images).map(i => i.decode().catch(() => null)));
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
   await document.fonts.ready;
@@ -372,9 +370,7 @@ def test_verdicts_come_first_at_a_glance(browsed):
                     f"{(seen['first_verdict'] or 0) / height:.1f} screens down (at most 1.5)"
                 )
         rows = visit.seen["glance"]
-        expected = [
-            (f"#verdict-{r['key']}", report.outcome(r).replace("-", " ")) for r in mine
-        ]
+        expected = [(f"#verdict-{r['key']}", report.outcome(r).replace("-", " ")) for r in mine]
         if [(row["href"], row["badge"]) for row in rows] != expected:
             problems.append(f"{name}: at-a-glance rows {rows}, expected {expected}")
         missing = {f"verdict-{r['key']}" for r in mine} - set(visit.seen["verdict_ids"])

@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy import stats
 
-from collapse import mask_design, masks, metrics, san
+from collapse import fit, mask_design, masks, metrics, san
 from collapse.checks import ParameterError
 
 
@@ -148,5 +148,5 @@ def test_rank_agreement_is_kendall_tau_b_with_a_permutation_p_value():
 def test_tail_slopes_and_halving_depth():
     t = np.arange(41.0)
     mu = np.stack([np.exp(-0.5 * t), np.exp(-0.01 * t)], axis=1)
-    np.testing.assert_allclose(mask_design.tail_slopes(mu), [-0.5, -0.01])
+    np.testing.assert_allclose(fit.tail_slopes(mu), [-0.5, -0.01])
     np.testing.assert_array_equal(mask_design.halving_depth(mu), [2.0, np.nan])
