@@ -18,6 +18,7 @@ Wu et al.: masks, attention, stacks at initialisation
 Mind the Gap: random attention and its spectrum
     markov          random Markov attention and the quarter-circle law
     gap             the Mind-the-Gap stacks: rank collapse in width and depth, the fix
+    attention_maps  differential and sigmoid attention, the maps read as implicit fixes
     gradients       exact gradient norms of those stacks, by structure or autograd
     training        a small attention-only model trained with and without the fix
 Measuring and running
@@ -40,6 +41,7 @@ The book's tooling (`collapse` command) lives apart, in collapse.book.
 from . import (
     analysis,
     attention,
+    attention_maps,
     corpus,
     cost,
     counterexample,
@@ -68,6 +70,7 @@ __version__ = "0.1.0"
 __all__ = [
     "analysis",
     "attention",
+    "attention_maps",
     "corpus",
     "cost",
     "counterexample",
