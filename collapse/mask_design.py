@@ -43,10 +43,6 @@ __all__ = [
     "halving_depth",
 ]
 
-# Above this share of allowed pairs, distances come from dense boolean frontiers (a few
-# matrix products) rather than one breadth-first search per token.
-_DENSE_SHARE = 0.05
-
 
 @dataclass(frozen=True)
 class Pattern:
@@ -135,30 +131,12 @@ def stack(periods: Sequence[Sequence[torch.Tensor]]) -> list[torch.Tensor]:
     return [torch.stack([p[layer % len(p)] for p in periods]) for layer in range(period)]
 
 
-def _distances(mask) -> np.ndarray:
-    """dist[j, i]: fewest edges j -> i in the composed graph of one period (inf if none)."""
-    m = _masks.compose(mask)
-    n = m.shape[-1]
-    if m.sum() < _DENSE_SHARE * n * n:
-        return _masks.distances(m)
-    adjacency = m.T.to(torch.float32)  # [j, i]: the edge j -> i
-    reached = torch.eye(n, dtype=torch.bool)
-    frontier, dist, step = reached, np.full((n, n), np.inf), 0
-    dist[reached.numpy()] = 0
-    while frontier.any():  # one product per step: every source's frontier at once
-        step += 1
-        frontier = ((frontier.to(torch.float32) @ adjacency) > 0) & ~reached
-        reached |= frontier
-        dist[frontier.numpy()] = step
-    return dist
-
-
 def graph_summary(mask) -> dict:
     """Radius, diameter, number of centers and connectivity of one mask, or of one period of
     a list of masks, from one distance computation; `radius_layers` counts the radius in
     layers (radius x period), the constant r of Theorem 1 for a cycled sequence."""
     period = len(_masks.as_sequence(mask))
-    dist = _distances(mask)
+    dist = _masks.distances(mask)
     eccentricity = dist.max(axis=1)
     finite = np.isfinite(eccentricity)
     radius = int(eccentricity[finite].min()) if finite.any() else math.inf

@@ -288,6 +288,10 @@ def compose(mask) -> torch.Tensor:
     return reach
 
 
+# Above this share of allowed pairs, distances() advances every source at once (see there).
+_DENSE_SHARE = 0.05
+
+
 def _graph(mask) -> csr_matrix:
     """Sparse adjacency of the mask graph (of one period for a list): entry [j, i] for j -> i."""
     mask = compose(mask)
@@ -299,8 +303,26 @@ def _graph(mask) -> csr_matrix:
 
 
 def distances(mask) -> np.ndarray:
-    """dist[j, i]: fewest edges on a path j -> i (inf when i cannot be reached from j)."""
-    return csgraph.shortest_path(_graph(mask), directed=True, unweighted=True)
+    """dist[j, i]: fewest edges on a path j -> i (inf when i cannot be reached from j).
+
+    Why two paths: a breadth-first search per token is fast for sparse masks, but a dense
+    mask of 1024 tokens has a million edges per search; there, all sources advance at
+    once, one boolean matrix product per step.
+    """
+    m = compose(mask)
+    n = m.shape[-1]
+    if m.ndim != 2 or int(m.sum()) < _DENSE_SHARE * n * n:
+        return csgraph.shortest_path(_graph(m), directed=True, unweighted=True)
+    adjacency = m.T.to(torch.float32)  # [j, i]: the edge j -> i
+    reached = torch.eye(n, dtype=torch.bool, device=m.device)
+    frontier, dist, step = reached, np.full((n, n), np.inf), 0
+    dist[reached.cpu().numpy()] = 0
+    while frontier.any():
+        step += 1
+        frontier = ((frontier.to(torch.float32) @ adjacency) > 0) & ~reached
+        reached |= frontier
+        dist[frontier.cpu().numpy()] = step
+    return dist
 
 
 def _eccentricities(mask) -> np.ndarray:

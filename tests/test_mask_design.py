@@ -63,13 +63,6 @@ def test_graph_summary_agrees_with_the_masks_functions(mask):
     assert summary["radius_layers"] == summary["radius"] * period
 
 
-def test_dense_distances_equal_breadth_first_search():
-    """The dense frontier path (used above the density cut) against scipy's BFS, by hand."""
-    mask = masks.make("bigbird", 30, window=2, n_global=2, n_random=4, seed=3)
-    assert mask.sum() > 0.05 * 30 * 30
-    np.testing.assert_array_equal(mask_design._distances(mask), masks.distances(mask))
-
-
 def test_hand_counted_radii():
     """Sink window on 6 tokens: token 0 sees itself; every token sees token 0, so r = 1.
     Swin, 4 x 4 grid, 2 x 2 blocks, unshifted: 4 blocks that never mix, no center."""

@@ -378,3 +378,21 @@ def test_bad_inputs(call, match):
 def test_parameter_error_is_value_error():
     with pytest.raises(ValueError):
         masks.make("complete", -3)
+
+
+@pytest.mark.parametrize(
+    "mask",
+    [
+        masks.make("causal", 40),
+        masks.make("bigbird", 40, window=2, n_global=1, n_random=3, seed=1),
+        masks.make("sliding_window", 100),  # 3 % of pairs allowed: the breadth-first path
+        [masks.make("swin_2d", 36, window=2), masks.make("swin_2d", 36, window=2, shift=True)],
+    ],
+    ids=["causal", "bigbird", "window", "swin-period"],
+)
+def test_distances_dense_and_sparse_paths_agree(mask):
+    from scipy.sparse import csgraph, csr_matrix
+
+    graph = csr_matrix(masks.compose(mask).numpy().T)
+    expected = csgraph.shortest_path(graph, directed=True, unweighted=True)
+    np.testing.assert_array_equal(masks.distances(mask), expected)
