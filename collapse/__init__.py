@@ -18,7 +18,9 @@ Wu et al.: masks, attention, stacks at initialisation
 Mind the Gap: random attention and its spectrum
     markov          random Markov attention and the quarter-circle law
     gap             the Mind-the-Gap stacks: rank collapse in width and depth, the fix
-    attention_maps  differential and sigmoid attention, the maps read as implicit fixes
+    attention_maps  centred, differential and sigmoid attention, the maps read as implicit fixes
+    implicit_fixes  those maps' spectra against T, and where differential attention's outlier
+                    leaves the bulk
     gradients       exact gradient norms of those stacks, by structure or autograd
     training        a small attention-only model trained with and without the fix
 Measuring and running
@@ -48,6 +50,7 @@ from . import (
     fit,
     gap,
     gradients,
+    implicit_fixes,
     inputs,
     markov,
     mask_design,
@@ -78,6 +81,7 @@ __all__ = [
     "fit",
     "gap",
     "gradients",
+    "implicit_fixes",
     "inputs",
     "markov",
     "mask_design",

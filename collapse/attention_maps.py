@@ -5,11 +5,15 @@ attention matrix (eigenvector the all-ones vector) above a bulk of size ~2/sqrt(
 reads two practical designs as implicit efforts to remove it:
 
     softmax       A = softmax(S)                            rows sum to 1: outlier 1
+    centred       A - U, U uniform over each row's keys     rows sum to 0
+                  (Ali et al. 2023)
     differential  A1 - lam * A2 (Ye et al. 2024)            rows sum to 1 - lam
     sigmoid       sigmoid(S + b), b = -log T                 rows not normalised
                   (Ramapuram et al. 2024)
 
-Mind the Gap's own fix, A - (1/T) 1 1^T, is `attention.remove_outlier`. Differential
+Mind the Gap's own fix, A - (1/T) 1 1^T, is `attention.remove_outlier`; without a mask
+centred attention is the same matrix (with a mask it subtracts each row's uniform weights
+over its allowed keys, the map softmax gives at zero scores). Differential
 attention follows the Differential Transformer's reference code (microsoft/unilm,
 Diff-Transformer, `multihead_diffattn.py`): each of h heads splits its queries and keys
 into two halves of width d / (2h), takes two softmax maps, subtracts them with a learnt
@@ -30,6 +34,8 @@ from .checks import ParameterError, check_float, check_int, check_matrix
 from .masks import check_mask
 
 __all__ = [
+    "MAPS",
+    "centred_map",
     "lambda_init",
     "differential_lambda",
     "differential_map",
@@ -39,8 +45,18 @@ __all__ = [
     "sigmoid_map",
 ]
 
+MAPS = ("softmax", "centred", "differential", "sigmoid")
 SUBLN_EPS = 1e-5  # the reference code's RMSNorm of each head's output
 LAMBDA_STD = 0.1  # the reference code draws lam_q1, lam_k1, lam_q2, lam_k2 from N(0, 0.1^2)
+
+
+def centred_map(A: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """A - U with U each row's uniform weights over its allowed keys (1/T everywhere without a
+    mask): the softmax's value at zero scores subtracted, so every row sums to 0 and the
+    all-ones vector is in the kernel."""
+    check_matrix("A", A, square=True)
+    zeros = torch.zeros(A.shape[-2:], dtype=A.dtype, device=A.device)
+    return A - masked_softmax(zeros, mask)
 
 
 def lambda_init(layer: int) -> float:

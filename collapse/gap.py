@@ -10,7 +10,11 @@ Following the official code of Nait Saada, Naderi & Tanner:
 A_l is a fresh random Markov matrix per layer ("markov"), the identity ("identity"),
 or key-query attention softmax(X W_Q (X W_K)^T / sqrt(d)) with W_Q, W_K drawn Xavier
 ("xavier": N(0, 1/d), the official configs) or N(0, 1) ("normal", the official
-notebook). X_0 is isometric. Everything runs in float64: the unscaled N(0, 1)
+notebook). X_0 is isometric. `map` replaces the softmax by one of the maps read as implicit
+fixes (`attention_maps`): centred A - U; differential A1 - lam A2, with A2 a second
+independent Markov matrix (its own generator stream) or, for key-query attention, the two
+halves of W_Q and W_K, and lam fixed or lam_init(l) at layer l; sigmoid(S - log T) of the
+same logits. Everything runs in float64: the unscaled N(0, 1)
 weights grow X by ~sqrt(d) per layer, which overflows float32 within ~9 layers.
 
 Grids run batched: `simulate_many` advances several configurations and all seeds as
@@ -33,9 +37,10 @@ import torch
 
 from . import metrics as _metrics
 from . import rng
-from .attention import attention_matrix, remove_outlier
+from .attention import attention_matrix, remove_outlier, scores
+from .attention_maps import MAPS, centred_map, differential_map, lambda_init, sigmoid_map
 from .checks import ParameterError, check_choice, check_float, check_int
-from .markov import random_markov
+from .markov import random_logits, random_markov
 
 __all__ = [
     "ATTENTIONS",
@@ -44,8 +49,11 @@ __all__ = [
     "isometric_input",
     "attention_draws",
     "layer_attention",
+    "config_attention",
     "layer_draws",
+    "stacked_draws",
     "input_and_generator",
+    "second_map_generator",
     "attention_matrices",
     "gap_layer",
     "simulate",
@@ -57,6 +65,7 @@ __all__ = [
     "width_sweep",
     "width_sweep_flops",
     "first_layer",
+    "first_maps",
     "free_product_edge",
     "layer1_limits",
 ]
@@ -76,12 +85,36 @@ class GapConfig:
     fix: bool = False
     skip: bool = False
     layernorm: bool = False
+    map: str = "softmax"
+    lam: float | None = None  # differential only: a fixed lam, or None for lam_init(l)
 
     def __post_init__(self):
         check_int("T", self.T, minimum=1)
         check_int("d", self.d, minimum=1)
         check_int("n_layers", self.n_layers, minimum=0)
         check_choice("attention", self.attention, ATTENTIONS)
+        check_choice("map", self.map, MAPS)
+        if self.map != "softmax" and self.attention == "identity":
+            raise ParameterError(f"map must be softmax for identity attention, got {self.map!r}")
+        if self.fix and self.map != "softmax":
+            raise ParameterError(
+                f"fix applies to the softmax map only (centred attention is the fix's own map), "
+                f"got fix=True with map={self.map!r}"
+            )
+        if self.lam is not None:
+            if self.map != "differential":
+                raise ParameterError(
+                    f"lam applies to map='differential' only, got map={self.map!r}"
+                )
+            check_float("lam", self.lam)
+        if self.map == "differential" and self.attention in KEYQUERY and self.d % 2:
+            raise ParameterError(
+                f"d must be even for key-query differential attention (two halves), got {self.d}"
+            )
+
+    def layer_lambda(self, layer: int) -> float:
+        """lam of layer `layer` (1-based): the fixed lam, else the schedule lam_init(layer)."""
+        return lambda_init(layer) if self.lam is None else float(self.lam)
 
     @property
     def label(self) -> str:
@@ -92,6 +125,13 @@ class GapConfig:
             "xavier": "A(X) xavier",
             "normal": "A(X) N(0,1)",
         }[self.attention]
+        if self.map != "softmax":
+            lam = "" if self.lam is None else f"(λ={self.lam:g})"
+            base += (
+                " "
+                + {"centred": "centred", "differential": "diff", "sigmoid": "sigmoid"}[self.map]
+                + lam
+            )
         return (
             base
             + ("⊥" if self.fix else "")
@@ -111,16 +151,20 @@ def isometric_input(
 
 
 def attention_draws(
-    kind: str, g: torch.Generator, T: int, d: int, batch=()
+    kind: str, g: torch.Generator, T: int, d: int, batch=(), *, maps=("softmax",)
 ) -> dict[str, torch.Tensor]:
     """The random part of one layer's attention, float64 on the CPU, drawn from g.
 
-    "markov": the matrix A; "xavier" / "normal": the key-query weights W_Q, W_K with
-    N(0, 1/d) or N(0, 1) entries; "identity" draws nothing. Each leading `batch` dim
-    gets its own draw.
+    "markov": the matrix A (and, when `maps` has "sigmoid", sigmoid(G - log T) of the same
+    logits G); "xavier" / "normal": the key-query weights W_Q, W_K with N(0, 1/d) or
+    N(0, 1) entries; "identity" draws nothing. Each leading `batch` dim gets its own draw.
     """
     if kind == "markov":
-        return {"A": random_markov(T, generator=g, batch=batch)}
+        logits = random_logits(T, generator=g, batch=batch)
+        draws = {"A": torch.softmax(logits, dim=-1)}  # random_markov's very bits
+        if "sigmoid" in maps:
+            draws["sigmoid"] = sigmoid_map(logits)
+        return draws
     if kind == "identity":
         return {}
     std = 1 / math.sqrt(d) if kind == "xavier" else 1.0
@@ -130,15 +174,39 @@ def attention_draws(
     }
 
 
-def layer_attention(kind: str, X: torch.Tensor, draws: dict[str, torch.Tensor]) -> torch.Tensor:
+def layer_attention(
+    kind: str, X: torch.Tensor, draws: dict[str, torch.Tensor], *, map="softmax", lam=0.0
+) -> torch.Tensor:
     """This layer's attention at X (..., T, d) from its draws: A, the identity, or
-    softmax(X W_Q (X W_K)^T / sqrt(d))."""
+    softmax(X W_Q (X W_K)^T / sqrt(d)), or `map` in their place (lam: differential's)."""
     T = X.shape[-2]
-    if kind == "markov":
-        return draws["A"]
     if kind == "identity":
         return torch.eye(T, dtype=X.dtype, device=X.device).expand(*X.shape[:-2], T, T)
-    return attention_matrix(X, draws["W_Q"], draws["W_K"])
+    if kind == "markov":
+        if map == "sigmoid":
+            return draws["sigmoid"]
+        first = draws["A"]
+        second = draws["A2"] if map == "differential" else None
+    elif map == "sigmoid":
+        return sigmoid_map(scores(X @ draws["W_Q"], X @ draws["W_K"]))
+    elif map == "differential":
+        W_Q, W_K, half = draws["W_Q"], draws["W_K"], draws["W_Q"].shape[-1] // 2
+        first = attention_matrix(X, W_Q[..., :half], W_K[..., :half])
+        second = attention_matrix(X, W_Q[..., half:], W_K[..., half:])
+    else:
+        first = attention_matrix(X, draws["W_Q"], draws["W_K"])
+    if map == "differential":
+        return differential_map(first, second, lam)
+    return centred_map(first) if map == "centred" else first
+
+
+def config_attention(
+    config: GapConfig, X: torch.Tensor, draws: dict[str, torch.Tensor], layer: int
+) -> torch.Tensor:
+    """Layer `layer`'s (1-based) attention map of `config` at X, before the fix."""
+    return layer_attention(
+        config.attention, X, draws, map=config.map, lam=config.layer_lambda(layer)
+    )
 
 
 def attention_matrices(X: torch.Tensor, kind: str, g: torch.Generator) -> torch.Tensor:
@@ -198,10 +266,20 @@ def _evaluate(X: torch.Tensor, names: tuple[str, ...]) -> dict[str, torch.Tensor
 # The batched engine
 
 
-def layer_draws(kind: str, g: torch.Generator, T: int, d: int) -> dict[str, torch.Tensor]:
-    """One layer's random matrices for one seed, in a lone run's order: attention, then W."""
-    draws = attention_draws(kind, g, T, d)
+def layer_draws(
+    kind: str, g: torch.Generator, T: int, d: int, *, maps=("softmax",), second=None
+) -> dict[str, torch.Tensor]:
+    """One layer's random matrices for one seed, in a lone run's order: attention, then W.
+
+    With "differential" in `maps`, Markov attention also draws its second matrix "A2" from
+    `second` (`second_map_generator`), so that no other configuration's draws move.
+    """
+    draws = attention_draws(kind, g, T, d, maps=maps)
     draws["W"] = torch.randn(d, d, generator=g, dtype=torch.float64)
+    if kind == "markov" and "differential" in maps:
+        if second is None:
+            raise ParameterError("differential Markov attention needs its second generator")
+        draws["A2"] = random_markov(T, generator=second)
     return draws
 
 
@@ -211,14 +289,33 @@ def input_and_generator(config: GapConfig, seed: int) -> tuple[torch.Tensor, tor
     return isometric_input(config.T, config.d, generator=g), g
 
 
+def second_map_generator(seed: int) -> torch.Generator:
+    """The stream (seed, 1) of differential attention's second Markov matrices."""
+    return rng.generator(seed, 1)
+
+
 def _clone(g: torch.Generator) -> torch.Generator:
     h = torch.Generator()
     h.set_state(g.get_state())
     return h
 
 
+def stacked_draws(configs, gens, seconds, dtype=torch.float64, device=None) -> dict:
+    """One layer's draws for every seed (generators `gens`, `seconds`), stacked over seeds:
+    what every configuration of one attention kind in `configs` needs."""
+    first, maps = configs[0], tuple({c.map for c in configs})
+    per_seed = [
+        layer_draws(first.attention, g, first.T, first.d, maps=maps, second=h)
+        for g, h in zip(gens, seconds, strict=True)
+    ]
+    return {
+        k: torch.stack([p[k] for p in per_seed]).to(dtype=dtype, device=device)
+        for k in per_seed[0]
+    }
+
+
 def _run_group(
-    configs: list[GapConfig], gens, X0, names, dtype, device
+    configs: list[GapConfig], gens, seconds, X0, names, dtype, device
 ) -> dict[str, torch.Tensor]:
     """Configurations sharing T, d, n_layers and attention kind, all seeds at once -> {metric: (C,
     L+1, S)}.
@@ -230,15 +327,11 @@ def _run_group(
     states = [X0] * len(configs)
     start = _evaluate(X0, names)
     history = [{n: [v] for n, v in start.items()} for _ in configs]
-    for _ in range(first.n_layers):
-        per_seed = [layer_draws(first.attention, g, first.T, first.d) for g in gens]
-        draws = {
-            k: torch.stack([p[k] for p in per_seed]).to(dtype=dtype, device=device)
-            for k in per_seed[0]
-        }
+    for layer in range(1, first.n_layers + 1):
+        draws = stacked_draws(configs, gens, seconds, dtype, device)
         for c, config in enumerate(configs):
             states[c] = gap_layer(
-                states[c], layer_attention(first.attention, states[c], draws), draws["W"], config
+                states[c], config_attention(config, states[c], draws, layer), draws["W"], config
             )
             for n, v in _evaluate(states[c], names).items():
                 history[c][n].append(v)
@@ -299,8 +392,15 @@ def simulate_many(
         X0 = torch.stack(X0).to(dtype=dtype, device=device)
         for kind in kinds:
             index = [i for i, c in enumerate(configs) if c.attention == kind]
+            seconds = [second_map_generator(s) for s in part]
             result = _run_group(
-                [configs[i] for i in index], [_clone(g) for g in gens], X0, names, dtype, device
+                [configs[i] for i in index],
+                [_clone(g) for g in gens],
+                seconds,
+                X0,
+                names,
+                dtype,
+                device,
             )
             for n, v in result.items():
                 out[n][index, :, start : start + len(part)] = v
@@ -455,10 +555,41 @@ def first_layer(config: GapConfig, seeds: int | Sequence[int] = 0) -> dict[str, 
     seeds = rng.check_seeds(seeds)
     X0, gens = zip(*(input_and_generator(config, s) for s in seeds), strict=True)
     X0 = torch.stack(X0)
-    per_seed = [layer_draws(config.attention, g, config.T, config.d) for g in gens]
-    draws = {k: torch.stack([p[k] for p in per_seed]) for k in per_seed[0]}
-    A = layer_attention(config.attention, X0, draws)
+    draws = stacked_draws([config], gens, [second_map_generator(s) for s in seeds])
+    A = config_attention(config, X0, draws, 1)
     return {"X0": X0, "A": A, "W": draws["W"], "X1": gap_layer(X0, A, draws["W"], config)}
+
+
+@torch.inference_mode()
+def first_maps(configs: Sequence[GapConfig], seed: int, device=None) -> list[torch.Tensor]:
+    """The first layer's attention map (T, T) of each configuration, after the fix, for one seed:
+    the very maps `simulate` and `first_layer` use.
+
+    Why: the spectra of the maps at T in the thousands, where a matrix is 128 MB: one seed
+    at a time, one draw shared by every configuration of the same attention kind. For Markov
+    maps X_0 does not enter, so its Gaussian is drawn (to keep the stream) but not factored.
+    """
+    configs = _check_configs(configs)
+    seed = rng.check_seeds(seed)
+    if len(seed) != 1:
+        raise ParameterError(f"seed must be one int, got {seed}")
+    out = [None] * len(configs)
+    for kind in dict.fromkeys(c.attention for c in configs):
+        index = [i for i, c in enumerate(configs) if c.attention == kind]
+        group = [configs[i] for i in index]
+        if kind in KEYQUERY:
+            X0, g = input_and_generator(group[0], seed[0])
+        else:
+            g = rng.generator(seed[0], 0)
+            n = max(group[0].T, group[0].d)
+            torch.randn(n, n, generator=g, dtype=torch.float64)  # X_0's draw, not needed here
+            X0 = torch.empty(group[0].T, 0, dtype=torch.float64)
+        draws = stacked_draws(group, [g], [second_map_generator(seed[0])], device=device)
+        X0 = X0.to(device)[None]
+        for i, config in zip(index, group, strict=True):
+            A = config_attention(config, X0, draws, 1)[0]
+            out[i] = remove_outlier(A) if config.fix else A
+    return out
 
 
 # ---------------------------------------------------------------------------------------

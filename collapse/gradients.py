@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 
 from . import gap, rng
-from .attention import attention_matrix, remove_outlier
+from .attention import remove_outlier
 from .checks import ParameterError, check_int
 from .fit import loglog_fit
 
@@ -57,8 +57,8 @@ class Network:
     """One drawn stack per seed, batched over seeds (leading dim S).
 
     X0: (S, T, d); W: L tensors (S, d, d); A: L tensors (S, T, T), each layer's raw
-    attention (before the fix) on the forward pass; for key-query attention QK holds
-    each layer's (W_Q, W_K), each (S, d, d), so A(X) can be re-evaluated at other X.
+    attention map (before the fix) on the forward pass; for key-query attention QK holds
+    each layer's draws {"W_Q", "W_K"}, each (S, d, d), so A(X) can be re-evaluated at other X.
     """
 
     config: gap.GapConfig
@@ -66,7 +66,7 @@ class Network:
     X0: torch.Tensor
     W: list[torch.Tensor]
     A: list[torch.Tensor]
-    QK: list[tuple[torch.Tensor, torch.Tensor]] | None
+    QK: list[dict[str, torch.Tensor]] | None
 
     @property
     def depth(self) -> int:
@@ -75,7 +75,7 @@ class Network:
     def to(self, device) -> Network:
         """The same network on another device (draws always happen on the CPU)."""
         move = lambda t: t.to(device)  # noqa: E731
-        QK = None if self.QK is None else [(move(q), move(k)) for q, k in self.QK]
+        QK = None if self.QK is None else [{k: move(v) for k, v in qk.items()} for qk in self.QK]
         return Network(
             self.config,
             self.seeds,
@@ -90,21 +90,23 @@ class Network:
         otherwise."""
         if self.QK is None:
             return self.A[layer]
-        W_Q, W_K = self.QK[layer]
-        return attention_matrix(X, W_Q, W_K)
+        return gap.config_attention(self.config, X, self.QK[layer], layer + 1)
 
 
 def _draw_one(config: gap.GapConfig, seed: int):
     """One seed's X_0 and layers, drawn as gap.simulate draws them (the same stream, order and
     maps)."""
     X0, g = gap.input_and_generator(config, seed)
+    second = gap.second_map_generator(seed)
     X, W, A, QK = X0, [], [], []
-    for _ in range(config.n_layers):
-        draws = gap.layer_draws(config.attention, g, config.T, config.d)
-        A.append(gap.layer_attention(config.attention, X, draws))
+    for layer in range(1, config.n_layers + 1):
+        draws = gap.layer_draws(
+            config.attention, g, config.T, config.d, maps=(config.map,), second=second
+        )
+        A.append(gap.config_attention(config, X, draws, layer))
         W.append(draws["W"])
         if config.attention in gap.KEYQUERY:
-            QK.append((draws["W_Q"], draws["W_K"]))
+            QK.append({k: draws[k] for k in ("W_Q", "W_K")})
         X = gap.gap_layer(X, A[-1], W[-1], config)
     return X0, W, A, QK
 
@@ -124,7 +126,7 @@ def draw(config: gap.GapConfig, seeds: int | Sequence[int] = 0) -> Network:
     A = [stack(p[2][i] for p in parts) for i in layers]
     QK = None
     if config.attention in gap.KEYQUERY:
-        QK = [(stack(p[3][i][0] for p in parts), stack(p[3][i][1] for p in parts)) for i in layers]
+        QK = [{k: stack(p[3][i][k] for p in parts) for k in ("W_Q", "W_K")} for i in layers]
     return Network(config, tuple(seeds), X0, W, A, QK)
 
 
@@ -220,7 +222,7 @@ def _auto_chunk(net: Network) -> int:
 
 def _one_seed(net: Network, s: int) -> Network:
     """Seed s of a batched network, with 2-D tensors."""
-    QK = None if net.QK is None else [(q[s], k[s]) for q, k in net.QK]
+    QK = None if net.QK is None else [{k: v[s] for k, v in qk.items()} for qk in net.QK]
     return Network(
         net.config, (net.seeds[s],), net.X0[s], [w[s] for w in net.W], [a[s] for a in net.A], QK
     )
@@ -314,15 +316,26 @@ VARIANTS = {
 
 
 def norm_grid(
-    kinds, variants, Ts, depths, seeds, *, fixes=(False, True), frozen: bool = False, device=None
+    kinds,
+    variants,
+    Ts,
+    depths,
+    seeds,
+    *,
+    fixes=(False, True),
+    frozen: bool = False,
+    device=None,
+    map: str = "softmax",
+    lam: float | None = None,
 ) -> pd.DataFrame:
     """||dX_L/dW_1||_F^2 over a grid, as a tidy DataFrame (one row per kind, variant, fix, T, L,
     seed).
 
     d = T throughout (the paper's setting). One network of depth max(depths) per
     (kind, variant, fix, T) serves every depth. frozen=True holds every attention
-    matrix at its forward value (`frozen_attention`): the value path alone.
-    Columns: kind, variant, fix, T, L, seed, norm, log_norm, method.
+    matrix at its forward value (`frozen_attention`): the value path alone. map, lam:
+    the attention map of every network (`gap.GapConfig`; fixes must be (False,) for any
+    map but softmax). Columns: kind, variant, fix, T, L, seed, norm, log_norm, method.
     """
     depths, seeds = sorted(depths), list(seeds)
     rows = []
@@ -339,6 +352,8 @@ def norm_grid(
                         fix=fix,
                         skip=skip,
                         layernorm=layernorm,
+                        map=map,
+                        lam=lam,
                     )
                     net = draw(config, seeds)
                     net = (frozen_attention(net) if frozen else net).to(device)

@@ -120,3 +120,20 @@ def test_sigmoid_map():
     torch.testing.assert_close(maps.sigmoid_map(S, bias=0.0), torch.sigmoid(S))
     with pytest.raises(ParameterError, match="does not match"):
         maps.sigmoid_map(S, masks.make("causal", 6))
+
+
+def test_centred_map_is_the_fix_without_a_mask_and_centres_each_row_with_one():
+    from collapse import attention
+
+    A = markov.random_markov(9, generator=gen(7), batch=(2,))
+    assert torch.equal(maps.centred_map(A), attention.remove_outlier(A))
+    torch.testing.assert_close(maps.centred_map(A).sum(-1), torch.zeros(2, 9, dtype=A.dtype))
+    mask = masks.make("causal", 9)
+    S = torch.randn(9, 9, generator=gen(8), dtype=torch.float64)
+    masked = attention.masked_softmax(S, mask)
+    centred = maps.centred_map(masked, mask)
+    allowed = mask.to(torch.float64)
+    torch.testing.assert_close(centred, masked - allowed / allowed.sum(-1, keepdim=True))
+    torch.testing.assert_close(centred.sum(-1), torch.zeros(9, dtype=torch.float64))
+    assert (centred[~mask] == 0).all()
+    assert "centred" in maps.MAPS and maps.MAPS[0] == "softmax"

@@ -1,10 +1,11 @@
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from collapse import gap, metrics
+from collapse import gap, markov, metrics, rng
 from collapse.checks import ParameterError
 
 
@@ -262,3 +263,80 @@ def test_free_product_edge_against_gaussian_matrices():
     assert limits["identity"]["stable_rank"] == pytest.approx(0.25) and limits["identity"][
         "gram_stable_rank"
     ] == pytest.approx(0.125)
+
+
+# --- the implicit-fix maps in the stack ------------------------------------------------
+
+
+def test_maps_of_a_markov_layer_by_hand():
+    """Layer 1's maps from the seed's own streams: X_0, then the logits G and W (stream 0);
+    differential's second matrix from stream 1."""
+    T, d, seed = 10, 12, 5
+    g = rng.generator(seed, 0)
+    torch.randn(12, 12, generator=g, dtype=torch.float64)  # X_0
+    G = markov.random_logits(T, generator=g)
+    A2 = markov.random_markov(T, generator=rng.generator(seed, 1))
+    expected = {
+        "softmax": torch.softmax(G, -1),
+        "centred": torch.softmax(G, -1) - 1 / T,
+        "differential": torch.softmax(G, -1) - 0.3 * A2,
+        "sigmoid": torch.sigmoid(G - math.log(T)),
+    }
+    for name, want in expected.items():
+        lam = 0.3 if name == "differential" else None
+        config = gap.GapConfig(T=T, d=d, n_layers=1, map=name, lam=lam)
+        torch.testing.assert_close(gap.first_layer(config, seed)["A"][0], want)
+        torch.testing.assert_close(gap.first_maps([config], seed)[0], want)
+    schedule = gap.GapConfig(T=T, d=d, n_layers=1, map="differential")
+    assert schedule.layer_lambda(1) == pytest.approx(0.2) and schedule.layer_lambda(20) > 0.79
+    torch.testing.assert_close(
+        gap.first_layer(schedule, seed)["A"][0], torch.softmax(G, -1) - 0.2 * A2
+    )
+
+
+def test_keyquery_differential_uses_the_halves_of_the_weights():
+    config = gap.GapConfig(T=6, d=8, n_layers=1, attention="normal", map="differential", lam=0.5)
+    first = gap.first_layer(config, 1)
+    X, sigmoid = first["X0"][0], gap.GapConfig(T=6, d=8, n_layers=1, attention="normal")
+    g = rng.generator(1, 0)
+    gap.isometric_input(6, 8, generator=g)
+    W_Q, W_K = (torch.randn(8, 8, generator=g, dtype=torch.float64) for _ in range(2))
+    half = [
+        (X @ W_Q[:, h] @ (X @ W_K[:, h]).T / 2).softmax(-1) for h in (slice(0, 4), slice(4, 8))
+    ]
+    torch.testing.assert_close(first["A"][0], half[0] - 0.5 * half[1])
+    S = X @ W_Q @ (X @ W_K).T / math.sqrt(8)
+    sig = gap.first_layer(dataclasses.replace(sigmoid, map="sigmoid"), 1)["A"][0]
+    torch.testing.assert_close(sig, torch.sigmoid(S - math.log(6)))
+
+
+def test_maps_do_not_move_each_other_and_are_checked():
+    maps = [
+        gap.GapConfig(T=12, d=12, n_layers=3, map=m, skip=True)
+        for m in ("softmax", "differential", "sigmoid", "centred")
+    ]
+    together = gap.simulate_many(maps, [1, 4])["gram_stable_rank"]
+    for c, config in enumerate(maps):
+        alone = gap.simulate(config, [1, 4])["gram_stable_rank"]
+        torch.testing.assert_close(together[c], alone, rtol=1e-12, atol=0)
+    plain = gap.simulate(gap.GapConfig(T=12, d=12, n_layers=3, skip=True), [1, 4])
+    assert torch.equal(together[0], plain["gram_stable_rank"])
+    torch.testing.assert_close(  # centred attention is the fix, layer after layer
+        together[3],
+        gap.simulate(gap.GapConfig(T=12, d=12, n_layers=3, skip=True, fix=True), [1, 4])[
+            "gram_stable_rank"
+        ],
+    )
+    assert maps[1].label == "A diff+skip"
+    assert (
+        gap.GapConfig(T=4, d=4, n_layers=1, map="differential", lam=0.8).label == "A diff(λ=0.8)"
+    )
+    for bad, message in [
+        ({"map": "linear"}, "map must be one of softmax, centred, differential, sigmoid"),
+        ({"map": "centred", "fix": True}, "fix applies to the softmax map only"),
+        ({"lam": 0.5}, "lam applies to map='differential' only"),
+        ({"map": "sigmoid", "attention": "identity"}, "map must be softmax for identity"),
+        ({"map": "differential", "attention": "normal", "d": 5}, "d must be even"),
+    ]:
+        with pytest.raises(ParameterError, match=message):
+            gap.GapConfig(**({"T": 4, "d": 4, "n_layers": 1} | bad))

@@ -164,3 +164,18 @@ def test_norm_grid_and_fit_table():
     )
     assert table.loc[key, "slope"] == pytest.approx((means[12] - means[6]) / math.log(2))
     assert (table["n_zero"] == 0).all()
+
+
+@pytest.mark.parametrize("map_, kind", [("differential", "markov"), ("sigmoid", "normal")])
+def test_maps_through_the_gradient_paths(map_, kind):
+    """Networks with an implicit-fix map: the closed form (Markov) and the vjp (key-query)
+    match the materialised Jacobian, and norm_grid carries the map."""
+    config = gap.GapConfig(T=6, d=6, n_layers=3, attention=kind, map=map_)
+    net = gradients.draw(config, [0, 1])
+    torch.testing.assert_close(
+        net.attention(0, net.X0), gap.first_layer(config, [0, 1])["A"], rtol=1e-12, atol=0
+    )
+    reference = torch.stack([gradients.jacobian_norm(net, L) for L in (1, 3)])
+    assert rel(gradients.exact_norms(net, [1, 3]), reference) < 1e-8
+    grid = gradients.norm_grid([kind], ["plain"], [6, 8], [2], [0], fixes=(False,), map=map_)
+    assert len(grid) == 2 and np.isfinite(grid["log_norm"]).all()
