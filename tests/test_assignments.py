@@ -157,28 +157,28 @@ def test_an_unanswered_assignment_fails_with_a_clear_line(toy, tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     assert "raised RuntimeError: exercise ex-sum is not answered yet" in result.stdout
     assert "FAIL    NameError: name 'total' is not defined" in result.stdout
-    assert "score: 0/2 checks passed" in result.stdout
+    assert "score: 0/2 points (0/2 checks passed)" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
 
 
 def test_the_solution_put_back_passes(toy, tmp_path):
     result = grade(toy, submission(toy, tmp_path, "total = sum(x)"))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "score: 2/2 checks passed" in result.stdout
+    assert "score: 2/2 points (2/2 checks passed)" in result.stdout
 
 
 def test_a_wrong_answer_names_the_failing_assert(toy, tmp_path):
     result = grade(toy, submission(toy, tmp_path, "total = sum(x) + 1"))
     assert result.returncode == 1
     assert "AssertionError at `assert total == n * (n - 1) // 2`" in result.stdout
-    assert "score: 1/2 checks passed" in result.stdout
+    assert "score: 1/2 points (1/2 checks passed)" in result.stdout
 
 
 def test_a_raising_answer_is_reported_not_fatal(toy, tmp_path):
     result = grade(toy, submission(toy, tmp_path, "total = sum(x)\nraise ValueError('boom')"))
     assert "raised ValueError: boom" in result.stdout
     assert (
-        "score: 2/2 checks passed" in result.stdout
+        "score: 2/2 points (2/2 checks passed)" in result.stdout
     )  # total was set before the raise, and the checks still ran
     assert (
         result.returncode == 0
@@ -193,7 +193,7 @@ def test_an_endless_loop_is_stopped_at_the_time_limit(toy, tmp_path):
         "cell In[" in result.stdout
         and "`while True:` was stopped after 3 s (the time limit per cell)" in result.stdout
     )
-    assert "score: 0/2 checks passed" in result.stdout
+    assert "score: 0/2 points (0/2 checks passed)" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
 
 
@@ -212,7 +212,7 @@ def test_a_dying_kernel_is_reported(toy, tmp_path):
     result = grade(toy, submission(toy, tmp_path, "import os\nos._exit(3)"))
     assert result.returncode == 1
     assert "execution stopped: DeadKernelError" in result.stdout
-    assert "score: 0/2 checks passed" in result.stdout
+    assert "score: 0/2 points (0/2 checks passed)" in result.stdout
 
 
 def test_checks_come_from_the_source_notebook(toy, tmp_path):
@@ -226,16 +226,17 @@ def test_checks_come_from_the_source_notebook(toy, tmp_path):
 
     result = grade(toy, submission(toy, tmp_path, "total = 1.5", edit=tamper))
     assert result.returncode == 1
-    assert "score: 0/2 checks passed" in result.stdout
+    assert "score: 0/2 points (0/2 checks passed)" in result.stdout
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["grade", "missing.ipynb"], "no such file"),
-        (["grade", "notes.txt"], "is not a Jupyter notebook"),
-        (["grade", "plain.ipynb"], "was not made by `collapse assignments`"),
-        (["grade", "plain.ipynb", "--timeout", "0"], "--timeout must be at least 1 second"),
+        (["grade", "missing.ipynb"], "missing.ipynb: no such file or folder"),
+        (["grade", "plain.ipynb", "--timeout", "0"], "--timeout must be an int >= 1, got 0"),
+        (["grade", "plain.ipynb", "--jobs", "0"], "--jobs must be an int >= 1, got 0"),
+        (["grade", "plain.ipynb", "--memory", "64"], "--memory must be an int >= 256, got 64"),
+        (["grade", "plain.ipynb", "--csv", "nowhere/g.csv"], "nowhere does not exist"),
         (["assignments", "99"], "notebook must be one of 01-toy"),
     ],
 )
@@ -243,7 +244,7 @@ def test_bad_input_exits_2_with_one_line(toy, tmp_path, capsys, args, message):
     root, _ = toy
     (tmp_path / "notes.txt").write_text("not json")
     nbformat.write(nbformat.v4.new_notebook(), str(tmp_path / "plain.ipynb"))
-    args = [str(tmp_path / a) if a.endswith((".ipynb", ".txt")) else a for a in args]
+    args = [str(tmp_path / a) if a.endswith((".ipynb", ".txt", ".csv")) else a for a in args]
     assert (
         cli.main(["--root", str(root), *args]) == 2
     )  # in-process: a subprocess per case costs seconds of imports

@@ -36,6 +36,7 @@ def executed(records):
         )
         cells.append(v4.new_code_cell("report.verdict(...)", outputs=[output]))
     cells.append(v4.new_code_cell("# Check: it works", metadata={"tags": ["check"]}))
+    cells.append(v4.new_code_cell("# Check: hidden", metadata={"tags": ["hidden-check"]}))
     return v4.new_notebook(cells=cells)
 
 
@@ -83,6 +84,8 @@ def test_bookkeeping_is_tagged_off_the_page_and_kept_in_the_notebook():
     tags = {c.source.splitlines()[0]: c.metadata.get("tags", []) for c in notebook.cells}
     assert "remove-cell" in tags["n = 4"] and "remove-cell" in tags["# Check: it works"]
     assert "remove-cell" not in tags["n = 3"]  # the parameters a reader may change stay
+    # a hidden check stays on the page, folded
+    assert "hide-input" in tags["# Check: hidden"] and "remove-cell" not in tags["# Check: hidden"]
 
 
 def test_the_opening_text_offers_the_source_the_notebook_and_the_verdicts():

@@ -134,3 +134,30 @@ def test_the_student_edition_is_its_own_output(student):
     config = yaml.safe_load((root / "_build" / "student" / "source" / "_config.yml").read_text())
     assert config["sphinx"]["config"]["hide_solutions"] is True
     assert config["title"].endswith("(student edition)")
+
+
+def test_no_hidden_check_reaches_the_student_edition(student):
+    """Every line of every hidden check (beyond a bare keyword) is in the full book's notebooks
+    and nowhere in the student edition's pages, sources or downloads."""
+    import jupytext
+
+    root, _, pages_, _ = student
+    corpus = student_corpus(root, pages_)
+    cells = [
+        c
+        for p in sorted((root / "notebooks").glob("[0-9][0-9]-*.md"))
+        for c in jupytext.read(p).cells
+    ]
+    hidden = ["hidden-check" in c.metadata.get("tags", []) for c in cells]
+    # lines that are hidden-check text only, not text the chapters also show
+    elsewhere = squash("\n".join(c.source for c, h in zip(cells, hidden, strict=True) if not h))
+    lines = {
+        squash(line)
+        for cell, h in zip(cells, hidden, strict=True)
+        if h
+        for line in cell.source.splitlines()
+        if len(squash(line)) > 12 and squash(line) not in elsewhere
+    }
+    assert len(lines) >= 16, "every chapter's graded exercise should have a hidden check"
+    leaked = sorted(line for line in lines if line in corpus)
+    assert not leaked, f"{len(leaked)} hidden-check lines in the student edition: {leaked[:3]}"

@@ -3,7 +3,8 @@
     runner       execute notebooks with papermill: profiles, parameter checks, the cache
     cli          the `collapse` command (list, run, verdicts, book, publish, assignments, grade)
     scoreboard   verdict records collected, checked against expectations.yml, listed
-    assignments  assignment notebooks, the student edition and grading
+    assignments  assignment notebooks and the student edition: solutions, checks, hidden checks
+    grading      a class graded into a gradebook, each submission in a sandbox of its own
     executors    where stale notebooks and sweep chunks run: here, or on a Dask cluster
     mathjax      the book's local MathJax copy, fetched from the npm registry
     pages        an executed notebook made a book page: verdicts at a glance, downloads

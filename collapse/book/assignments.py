@@ -11,23 +11,19 @@ shows everything; `strip_solutions` removes every solution, prose and code, so t
   the solution's code cells in the page and fails on the leftover end marker);
 - an assignment (`collapse assignments`) is the source notebook with each solution code
   cell replaced by a stub, the check cells kept, and the `fast` profile's parameters;
-- `collapse grade` runs a submission with papermill, continuing past errors, with the
-  check cells restored from the source notebook (as nbgrader restores its test cells, so
-  that deleting an assert does not pass it), and scores each check.
+- hidden checks (code cells tagged `hidden-check`) stay in the source and the full book, and
+  leave both the assignment and the student edition; `collapse grade` (collapse.book.grading)
+  puts them back when it grades.
 
-Why not otter-grader or nbgrader: book/teaching.md gives the numbers.
+A check cell's first line names it and may give its points: `# Check (2 points): ...`
+(`# Check: ...` is worth 1 point). Why not otter-grader or nbgrader: book/teaching.md.
 """
 
 from __future__ import annotations
 
 import copy
-import logging
-import os
 import re
 import shutil
-import tempfile
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -35,21 +31,17 @@ import yaml
 from ..checks import ParameterError
 from . import runner
 
-__all__ = ["SOLUTION_TAG", "CHECK_TAG", "PROFILE", "strip_solutions", "check_cells",
-           "make_assignment", "write_assignments", "stage_student_edition", "grade",
-           "Grade"]  # fmt: skip
+__all__ = ["SOLUTION_TAG", "CHECK_TAG", "HIDDEN_TAG", "PROFILE", "strip_solutions",
+           "check_spec", "check_cells", "make_assignment", "write_assignments",
+           "stage_student_edition"]  # fmt: skip
 
-SOLUTION_TAG, CHECK_TAG = "solution", "check"
+SOLUTION_TAG, CHECK_TAG, HIDDEN_TAG = "solution", "check", "hidden-check"
 # Assignments carry and are graded with these parameters: quick to run by hand and to grade.
 PROFILE = "fast"
 _DIRECTIVE = re.compile(
     r"^(?P<fence>:{3,}|`{3,})\{(?P<kind>solution|solution-start|solution-end)\}\s*(?P<arg>\S*)"
 )
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-# Reply for a cell interrupted at its time limit: without one, nbclient waits for the kernel's own
-# reply, forever when the loop is in C code that ignores the interrupt.
-_TIMEOUT = {"ename": "TimeoutError", "evalue": "cell time limit reached", "traceback": []}
-_ARROW = re.compile(r"^-+>\s*\d+\s+(?P<line>.*\S)")
+_CHECK = re.compile(r"^#\s*Check\s*(?:\((?P<points>\d+)\s+points?\))?\s*:\s*(?P<name>.*\S)")
 
 
 def _tags(cell) -> list:
@@ -113,12 +105,14 @@ def strip_solutions(nb, *, stub: bool, where: str = "notebook"):
     """A copy of `nb` with every solution removed; solution code cells become stubs when
     `stub`, else go.
 
-    A code cell tagged `solution` must sit inside a gate and every code cell inside a gate
-    must be tagged `solution`: otherwise solution code could leak to students, or a gate
-    could swallow a cell the notebook needs.
+    Hidden checks go too. A code cell tagged `solution` must sit inside a gate and every code
+    cell inside a gate must be tagged `solution`: otherwise solution code could leak to
+    students, or a gate could swallow a cell the notebook needs.
     """
     out, cells, scan = copy.deepcopy(nb), [], _Scanner(where)
     for cell in out.cells:
+        if cell.cell_type == "code" and HIDDEN_TAG in _tags(cell):
+            continue
         if cell.cell_type != "code":
             cell.source = scan.markdown(cell.source)
             if cell.source.strip():
@@ -143,20 +137,21 @@ def strip_solutions(nb, *, stub: bool, where: str = "notebook"):
     return out
 
 
-def check_name(cell, number: int) -> str:
-    """A check's name: its first line when that is a comment (`# Check: ...`), else `check N`."""
+def check_spec(cell, number: int) -> tuple[str, int]:
+    """A check's name and points from its first line, `# Check (2 points): name` (1 point when
+    none is given); another comment is the name itself, and no comment names it `check N`."""
     first = (cell.source.strip().splitlines() or [""])[0]
-    return (
-        first.lstrip("#").strip().removeprefix("Check:").strip()
-        if first.startswith("#")
-        else f"check {number}"
-    )
+    match = _CHECK.match(first)
+    if match:
+        return match["name"], int(match["points"] or 1)
+    return (first.lstrip("#").strip() if first.startswith("#") else f"check {number}"), 1
 
 
-def check_cells(nb, where: str = "notebook") -> dict:
-    """{name: cell} of the cells tagged `check`, in order; names must be unique."""
-    cells = [c for c in nb.cells if c.cell_type == "code" and CHECK_TAG in _tags(c)]
-    named = {check_name(c, i): c for i, c in enumerate(cells, 1)}
+def check_cells(nb, where: str = "notebook", tags=(CHECK_TAG,)) -> dict:
+    """{name: cell} of the code cells with one of `tags` (default: the visible checks), in order;
+    names must be unique among them."""
+    cells = [c for c in nb.cells if c.cell_type == "code" and set(tags) & set(_tags(c))]
+    named = {check_spec(c, i)[0]: c for i, c in enumerate(cells, 1)}
     if len(named) != len(cells):
         raise ParameterError(
             f"{where}: two check cells share a name "
@@ -234,187 +229,3 @@ def stage_student_edition(project: runner.Project, stage: Path) -> None:
     config["title"] = f"{config.get('title', 'Book')} (student edition)"
     config.setdefault("sphinx", {}).setdefault("config", {})["hide_solutions"] = True
     (stage / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
-
-
-@dataclass
-class Grade:
-    """A graded submission: each check's (name, passed, detail) and lines about what
-    went wrong elsewhere.
-    """
-
-    notebook: str
-    checks: list = field(default_factory=list)
-    problems: list = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.checks) and all(ok for _, ok, _ in self.checks)
-
-    def table(self) -> str:
-        width = min(72, max([len("check")] + [len(name) for name, _, _ in self.checks]))
-        lines = [f"{'#':>3}  {'check':<{width}}  result  detail"]
-        for i, (name, ok, detail) in enumerate(self.checks, 1):
-            lines.append(
-                (
-                    f"{i:>3}  {name[:width]:<{width}}  {'pass' if ok else 'FAIL':<6}  {detail}"
-                ).rstrip()
-            )
-        score = sum(ok for _, ok, _ in self.checks)
-        return "\n".join([*lines, f"score: {score}/{len(self.checks)} checks passed"])
-
-
-def read_submission(path: Path):
-    """The submitted notebook, or a one-line error naming what is wrong with the file."""
-    import nbformat
-
-    if not path.is_file():
-        raise ParameterError(f"submission {path}: no such file")
-    try:
-        nb = nbformat.read(str(path), as_version=4)
-    except Exception as err:  # nbformat raises JSON, validation and reader errors alike
-        raise ParameterError(
-            f"submission {path} is not a Jupyter notebook (.ipynb): "
-            f"{str(err).splitlines()[0][:120]}"
-        ) from None
-    if not (nb.metadata.get("collapse", {}).get("assignment") or {}).get("notebook"):
-        raise ParameterError(
-            f"submission {path} was not made by `collapse assignments` "
-            "(it lacks the collapse.assignment metadata)"
-        )
-    return nb
-
-
-def _with_original_checks(submission, source, where: str):
-    """The submission with each check cell's code taken from the source notebook; checks it lost go
-    at the end.
-    """
-    nb, original = copy.deepcopy(submission), check_cells(source, where)
-    for number, cell in enumerate(
-        (c for c in nb.cells if c.cell_type == "code" and CHECK_TAG in _tags(c)), 1
-    ):
-        name = check_name(
-            cell, number
-        )  # numbered as in check_cells, so unnamed checks match by position
-        if name in original:
-            cell.source = original.pop(name).source
-        else:  # a check the student renamed or wrote: it runs, but is not scored
-            cell.metadata["tags"] = [t for t in _tags(cell) if t != CHECK_TAG]
-    nb.cells.extend(copy.deepcopy(list(original.values())))
-    return nb
-
-
-def _error_line(output) -> str:
-    """`Type: message`, or for a bare failed assert the assert line itself."""
-    text = f"{output.ename}: {output.evalue}" if output.evalue else output.ename
-    if not output.evalue:
-        arrows = [
-            m["line"]
-            for line in _ANSI.sub("", "\n".join(output.get("traceback", []))).splitlines()
-            if (m := _ARROW.match(line))
-        ]
-        text += f" at `{arrows[-1]}`" if arrows else ""
-    return text.splitlines()[0][:160] if text else "error"
-
-
-@contextmanager
-def _quiet(name: str):
-    """Silence a logger (papermill logs a timeout as an error; the score table reports it)."""
-    logger = logging.getLogger(name)
-    level, logger.level = logger.level, logging.CRITICAL
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-def _execute(nb, params: dict, cwd: Path, timeout: int):
-    """Run every cell with papermill, past errors; a cell over `timeout` s is interrupted.
-    -> (executed nb, stop line).
-    """
-    import nbformat
-    import papermill
-    from nbclient.exceptions import CellTimeoutError
-
-    os.environ.setdefault("JUPYTER_PREFER_ENV_PATH", "1")
-    stopped = None
-    with tempfile.TemporaryDirectory() as tmp, _quiet("papermill"):
-        out = Path(tmp) / "graded.ipynb"
-        try:
-            papermill.execute_notebook(
-                nb, str(out), parameters=params, kernel_name="python3", progress_bar=False,
-                cwd=str(cwd), execution_timeout=timeout, allow_errors=True,
-                interrupt_on_timeout=True, error_on_timeout=_TIMEOUT,
-                kernel_manager_class=runner._quiet_kernel_manager())  # fmt: skip
-        except papermill.PapermillExecutionError:
-            pass  # some cell raised: every cell still ran, and the errors are scored cell by cell
-        except CellTimeoutError:
-            stopped = (
-                f"execution stopped: a cell ran past {timeout} s "
-                "and did not respond to the interrupt"
-            )
-        except Exception as err:  # the kernel died or would not start
-            stopped = (
-                f"execution stopped: {type(err).__name__}: "
-                f"{(str(err).strip().splitlines() or [''])[0][:160]}"
-            ).rstrip(": ")
-        executed = nbformat.read(str(out), as_version=4) if out.is_file() else nb
-    return executed, stopped
-
-
-def grade(project: runner.Project, path: Path, timeout: int = 60) -> Grade:
-    """Execute a submission with the `fast` parameters and score every check cell."""
-    if timeout < 1:
-        raise ParameterError(f"--timeout must be at least 1 second, got {timeout}")
-    submission = read_submission(path)
-    notebook = project.select([submission.metadata["collapse"]["assignment"]["notebook"]])[0]
-    params = project.resolve(notebook, PROFILE, {})
-    nb = _with_original_checks(submission, notebook.source(), notebook.path.name)
-    executed, stopped = _execute(nb, params, project.notebooks_dir, timeout)
-    result = Grade(notebook.name)
-    cells = [
-        c
-        for c in executed.cells
-        if c.cell_type == "code"
-        and c.source.strip()
-        and "papermill-error-cell-tag" not in _tags(c)
-    ]
-    for cell in cells:
-        errors = [_error_line(o) for o in cell.get("outputs", []) if o.output_type == "error"]
-        if CHECK_TAG in _tags(cell):
-            detail = (
-                errors[0]
-                if errors
-                else (
-                    ""
-                    if cell.execution_count
-                    else "not run: execution stopped before this check finished"
-                )
-            )
-            result.checks.append(
-                (
-                    check_name(cell, len(result.checks) + 1),
-                    bool(cell.execution_count) and not errors,
-                    detail,
-                )
-            )
-        elif errors:
-            where = f"cell In[{cell.execution_count}] `{_first_line(cell)}`"
-            timed_out = errors[0].startswith("KeyboardInterrupt")
-            result.problems.append(
-                f"{where} was stopped after {timeout} s (the time limit per cell)"
-                if timed_out
-                else f"{where} raised {errors[0]}"
-            )
-    if stopped:
-        started = [
-            c for c in cells if c.get("metadata", {}).get("papermill", {}).get("start_time")
-        ]  # papermill stamps each cell it starts
-        result.problems.append(
-            stopped + (f" (in cell `{_first_line(started[-1])}`)" if started else "")
-        )
-    return result
-
-
-def _first_line(cell) -> str:
-    line = (cell.source.strip().splitlines() or [""])[0]
-    return line if len(line) <= 60 else line[:59] + "…"

@@ -17,10 +17,11 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .. import report
-from ..checks import ParameterError
+from ..checks import ParameterError, check_int
 from . import (
     assignments,
     executors,
+    grading,
     launch,
     mathjax,
     pages,
@@ -117,14 +118,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     site.add_argument("--branch", default="gh-pages", help="the branch (default: gh-pages)")
     grade = commands.add_parser(
-        "grade", help="execute a submitted assignment and score its checks (exit 0 when all pass)"
+        "grade",
+        help="grade submitted assignments, each in a sandbox, into a gradebook "
+        "(exit 0 when every check of every submission passes)",
     )
-    grade.add_argument("submission", type=Path, metavar="SUBMISSION.ipynb")
+    grade.add_argument(
+        "paths", type=Path, nargs="+", metavar="PATH", help="a submission (.ipynb) or a folder"
+    )
+    grade.add_argument("--csv", type=Path, help="write the gradebook, one row per submission")
+    grade.add_argument(
+        "--jobs", type=int, default=1, help="submissions graded at once (default: 1)"
+    )
     grade.add_argument(
         "--timeout",
         type=int,
         default=60,
         help="seconds allowed per cell before it is interrupted (default: 60)",
+    )
+    grade.add_argument(
+        "--memory", type=int, default=4096, help="MB of memory per kernel (default: 4096)"
     )
     return parser
 
@@ -340,16 +352,31 @@ def _assignments(project: runner.Project, names, out: Path | None) -> int:
     return 0
 
 
-def _grade(project: runner.Project, submission: Path, timeout: int) -> int:
-    result = assignments.grade(project, submission, timeout)
+def _grade(project: runner.Project, args) -> int:
+    """Grade every submission; with one, print its checks; with --csv, write the gradebook."""
+    check_int("--jobs", args.jobs, minimum=1)
+    check_int("--timeout", args.timeout, minimum=1)
+    if args.csv is not None and not args.csv.parent.is_dir():
+        raise ParameterError(f"--csv {args.csv}: the folder {args.csv.parent} does not exist")
+    files = grading.collect(args.paths)
+    box = grading.sandbox(project.root, args.memory)
     print(
-        f"{submission}: assignment {result.notebook}, {assignments.PROFILE} profile, "
-        f"{timeout} s per cell"
+        f"grading {len(files)} submission(s), {min(args.jobs, len(files))} at a time: "
+        f"{assignments.PROFILE} profile, {args.timeout} s per cell, {box.describe()}",
+        flush=True,
     )
-    for line in result.problems:
-        print(f"  {line}")
-    print(result.table())
-    return 0 if result.passed else 1
+    grades = grading.grade_class(
+        project, files, timeout=args.timeout, memory_mb=args.memory, jobs=args.jobs,
+        report=lambda g: print(g.summary(remark=len(files) > 1), flush=True),
+    )  # fmt: skip
+    if len(grades) == 1 and not grades[0].error:
+        for line in [*grades[0].notes, *grades[0].problems]:
+            print(f"  {line}")
+        print(grades[0].table())
+    if args.csv is not None:
+        grading.write_gradebook(grading.gradebook(grades, files), args.csv)
+        print(f"gradebook: {args.csv}")
+    return 0 if all(g.passed for g in grades) else 1
 
 
 def main(argv=None) -> int:
@@ -379,7 +406,7 @@ def main(argv=None) -> int:
             print(f"published {project.root / '_build' / 'html'} as {args.branch} {commit[:12]}")
             return 0
         if args.command == "grade":
-            return _grade(project, args.submission, args.timeout)
+            return _grade(project, args)
         return _book(
             project,
             args.profile,

@@ -35,6 +35,8 @@ TITLE_TAG = "chapter-title"
 DOWNLOADS_TAG = "download-links"
 # Cells a reader of the page does not need; the downloadable notebook keeps them.
 OFF_PAGE_TAGS = ("injected-parameters", "check")
+# Hidden checks stay on the page, folded: the reader may see what grading also tests.
+FOLDED_TAGS = ("hidden-check",)
 # Cells `prepare` writes, dropped and written again on every run.
 _GENERATED_TAGS = (GLANCE_TAG, DOWNLOADS_TAG, launch.INSTALL_TAG)
 
@@ -129,6 +131,8 @@ def prepare(
     for cell in notebook.cells:
         if any(t in _tags(cell) for t in OFF_PAGE_TAGS):
             _tag(cell, "remove-cell")
+        if any(t in _tags(cell) for t in FOLDED_TAGS):
+            _tag(cell, "hide-input")
         for output in cell.get("outputs", []):
             record = output.get("metadata", {}).get(METADATA_KEY)
             if record is not None and record["key"] in by_key:
