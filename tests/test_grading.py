@@ -142,6 +142,15 @@ def test_hidden_checks_stay_out_of_the_assignment_and_the_student_copy(toy):
     assert not tagged(student, "hidden-check") and len(tagged(student, "check")) == 2
 
 
+def test_the_student_copy_keeps_no_source_in_its_metadata():
+    """papermill records a notebook passed as an object whole, hidden checks included."""
+    nb = jupytext.reads(TOY, fmt="md:myst")
+    nb.metadata["papermill"] = {"input_path": jupytext.reads(TOY, fmt="md:myst")}
+    student = assignments.strip_solutions(nb, stub=False, where="01-toy.ipynb")
+    assert student.metadata["papermill"]["input_path"] == "01-toy.ipynb"
+    assert "HIDDEN-SECRET" not in nbformat.writes(student)
+
+
 def test_hidden_checks_come_back_and_every_check_scores_its_points(toy, tmp_path):
     root, issued = toy
     folder = tmp_path / "class"

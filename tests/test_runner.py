@@ -162,6 +162,8 @@ def test_run_caches_until_something_changes(project):
     assert second.status == "executed" and second.records[0]["passed"] is False
     executed = json.loads(second.output.read_text())
     assert executed["metadata"]["collapse"]["parameters"]["n_layers"] == 2
+    # the source is named, not copied whole (it would carry solutions to a student's download)
+    assert executed["metadata"]["papermill"]["input_path"] == "01-toy.md"
     assert not list(project.executed_dir.glob(".*partial"))
 
 

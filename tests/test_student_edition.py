@@ -94,6 +94,7 @@ def student_corpus(root, student: dict) -> str:
                     "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"])
                 )
             )
+            texts.append(path.read_text())  # and its raw JSON: metadata can hold sources too
         elif path.suffix in (".md", ".txt", ".py"):
             texts.append(squash(path.read_text(errors="replace")))
     return "\n".join(texts)

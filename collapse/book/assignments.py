@@ -134,6 +134,9 @@ def strip_solutions(nb, *, stub: bool, where: str = "notebook"):
             cells.append(cell)
     scan.finish()
     out.cells = cells
+    papermill = out.metadata.get("papermill", {})
+    if not isinstance(papermill.get("input_path", ""), str):  # the whole source notebook
+        papermill["input_path"] = where
     return out
 
 

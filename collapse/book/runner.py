@@ -393,7 +393,7 @@ def _papermill(
         "JUPYTER_PREFER_ENV_PATH", "1"
     )  # this environment's kernel, not a user-wide one
     try:
-        return papermill.execute_notebook(
+        executed = papermill.execute_notebook(
             source,
             str(output),
             parameters=params,
@@ -404,6 +404,10 @@ def _papermill(
             kernel_manager_class=_quiet_kernel_manager(),
             stderr_file=sys.stderr if stream else None,
         )
+        # papermill records a notebook passed as an object whole, solutions and hidden checks
+        # with it: keep its name only
+        executed.metadata.setdefault("papermill", {})["input_path"] = f"{name}.md"
+        return executed
     except papermill.PapermillExecutionError as err:
         raise _failure(name, err) from None
     except Exception as err:  # the kernel died, a cell timed out, the kernel would not start
