@@ -40,6 +40,52 @@ def without_network(command: list[str]) -> list[str]:
     return ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *command]
 
 
+def run_collapse(*args, timeout=300, offline=False):
+    """The `collapse` command in a subprocess; `offline`: without network where the machine
+    allows (`without_network`)."""
+    command = [sys.executable, "-m", "collapse", *map(str, args)]
+    return subprocess.run(
+        without_network(command) if offline else command,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def tagged(nb, tag):
+    """The cells of `nb` with tag `tag`."""
+    return [c for c in nb.cells if tag in c.metadata.get("tags", [])]
+
+
+# A toy chapter's opening, for the grading tests: MyST header, title, parameters cell (n = 100).
+TOY_OPENING = """\
+---
+jupytext:
+  text_representation: {extension: .md, format_name: myst}
+kernelspec: {display_name: Python 3, language: python, name: python3}
+---
+
+# Toy
+
+```{code-cell} ipython3
+:tags: [parameters]
+
+n = 100
+```
+"""
+
+
+def toy_project(root: Path, chapter: str) -> tuple[Path, Path]:
+    """A project in `root` with one chapter, 01-toy (fast profile: n = 10), and its assignment
+    made by `collapse assignments`: (root, the assignment notebook)."""
+    (root / "notebooks").mkdir()
+    (root / "notebooks" / "profiles.yml").write_text("fast:\n  01-toy: {n: 10}\n")
+    (root / "notebooks" / "01-toy.md").write_text(chapter)
+    result = run_collapse("--root", root, "assignments", "01", "--out", root / "out")
+    assert result.returncode == 0, result.stderr
+    return root, root / "out" / "01-toy.ipynb"
+
+
 # The fast book is built as if published from this (made-up) public repository, so that its
 # pages carry Colab and Binder launch buttons.
 REPOSITORY = "https://github.com/example-org/rank-collapse"

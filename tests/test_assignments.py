@@ -8,36 +8,22 @@ issued and with its solutions put back.
 
 import ast
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import jupytext
 import nbformat
 import pytest
-from conftest import without_network
+from conftest import TOY_OPENING, tagged, toy_project
+from conftest import run_collapse as collapse
 
 from collapse.book import assignments, cli, runner
 from collapse.checks import ParameterError
 
 ROOT = Path(__file__).resolve().parents[1]
 
-TOY = textwrap.dedent(
+TOY = TOY_OPENING + textwrap.dedent(
     """\
-    ---
-    jupytext:
-      text_representation: {extension: .md, format_name: myst}
-    kernelspec: {display_name: Python 3, language: python, name: python3}
-    ---
-
-    # Toy
-
-    ```{code-cell} ipython3
-    :tags: [parameters]
-
-    n = 100
-    ```
 
     ```{code-cell} ipython3
     x = list(range(n))
@@ -90,33 +76,10 @@ TOY = textwrap.dedent(
 )
 
 
-def collapse(*args, timeout=300, offline=False):
-    """The `collapse` command in a subprocess; `offline`: with no network where the machine
-    allows (see conftest).
-    """
-    command = [sys.executable, "-m", "collapse", *map(str, args)]
-    return subprocess.run(
-        without_network(command) if offline else command,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def tagged(nb, tag):
-    return [c for c in nb.cells if tag in c.metadata.get("tags", [])]
-
-
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
-    """A project with one toy notebook (fast profile: n = 10) and its assignment."""
-    root = tmp_path_factory.mktemp("toy")
-    (root / "notebooks").mkdir()
-    (root / "notebooks" / "profiles.yml").write_text("fast:\n  01-toy: {n: 10}\n")
-    (root / "notebooks" / "01-toy.md").write_text(TOY)
-    result = collapse("--root", root, "assignments", "01", "--out", root / "out")
-    assert result.returncode == 0, result.stderr
-    return root, root / "out" / "01-toy.ipynb"
+    """A project with the toy chapter and its assignment."""
+    return toy_project(tmp_path_factory.mktemp("toy"), TOY)
 
 
 def submission(toy, tmp_path, answer=None, edit=None):

@@ -9,36 +9,22 @@ the project, so that nothing a submission does can reach this checkout.
 """
 
 import csv
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import jupytext
 import nbformat
 import pytest
-from conftest import copy_sources
+from conftest import TOY_OPENING, copy_sources, tagged, toy_project
+from conftest import run_collapse as collapse
 
 from collapse.book import assignments, grading, runner
 from collapse.checks import ParameterError
 
 ROOT = Path(__file__).resolve().parents[1]
 
-TOY = textwrap.dedent(
+TOY = TOY_OPENING + textwrap.dedent(
     """\
-    ---
-    jupytext:
-      text_representation: {extension: .md, format_name: myst}
-    kernelspec: {display_name: Python 3, language: python, name: python3}
-    ---
-
-    # Toy
-
-    ```{code-cell} ipython3
-    :tags: [parameters]
-
-    n = 100
-    ```
 
     :::{exercise} Sum
     :label: ex-sum
@@ -83,19 +69,6 @@ TOY = textwrap.dedent(
 )
 
 
-def collapse(*args, timeout=900):
-    return subprocess.run(
-        [sys.executable, "-m", "collapse", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def tagged(nb, tag):
-    return [c for c in nb.cells if tag in c.metadata.get("tags", [])]
-
-
 def answered(issued: Path, out: Path, answer: str | None, edit=None) -> Path:
     """A copy of the assignment with its (first) stub replaced by `answer` and `edit` applied."""
     nb = nbformat.read(str(issued), as_version=4)
@@ -113,13 +86,8 @@ def read_csv(path: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
-    root = tmp_path_factory.mktemp("toy")
-    (root / "notebooks").mkdir()
-    (root / "notebooks" / "profiles.yml").write_text("fast:\n  01-toy: {n: 10}\n")
-    (root / "notebooks" / "01-toy.md").write_text(TOY)
-    result = collapse("--root", root, "assignments", "--out", root / "issued")
-    assert result.returncode == 0, result.stderr
-    return root, root / "issued" / "01-toy.ipynb"
+    """A project with the toy chapter and its assignment."""
+    return toy_project(tmp_path_factory.mktemp("toy"), TOY)
 
 
 def test_points_are_read_from_the_first_line():
@@ -285,7 +253,7 @@ def chapter_class(tmp_path_factory):
     before = chapter.read_text()
     result = collapse(
         "--root", root, "grade", folder, "--csv", book, "--jobs", "2", "--timeout", "60",
-        "--memory", "3072",
+        "--memory", "3072", timeout=1800,
     )  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr  # not every student passed
     box = grading.sandbox(root, 3072)
