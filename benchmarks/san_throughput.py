@@ -1,25 +1,33 @@
-"""Useful FLOP rate of a BERT-sized attention-only SAN, as a fraction of a plain matmul's.
+"""A BERT-sized attention-only SAN against transformers' BertSelfAttention and the machine's peak.
 
-Simulates 12 layers of 12-head, d=768 self-attention (Q/K/V/O with biases, fresh
-weights per layer, mu tracked per layer) on a batch of 32 sequences of 128 tokens,
-in float32 and float64, and divides its useful FLOP rate by the rate of a plain
-batched matmul of the same shapes ((32, 128, 768) @ (768, 768)) timed in the same
-process. Machines here are noisy; ratios measured side by side are not.
+Simulates 12 layers of 12-head, d=768 self-attention (Q/K/V/O with biases, mu tracked
+per layer in float64, as san.simulate keeps it) on a batch of 32 sequences of 128
+tokens under a causal mask, in float32 and float64, and times in the same process,
+round by round (each round runs every candidate once; the best round counts, so a
+busy machine slows all of them alike):
 
-When `transformers` is installed it also times a reference: the same attention-only
-stack built from transformers' BertSelfAttention modules (with its "eager" and its
-"sdpa" attention implementations) plus each layer's output projection, layer by layer, with
-the same weights, mask and per-layer mu, and prints how many times faster the SAN is (the
-reference's modules are built before timing; the SAN draws its weights inside).
-Both must agree on mu to 1e-5 (float32) / 1e-10 (float64) of its first-layer value, or
-it stops (relative to mu itself would not do: once tokens collapse, mu is rounding noise).
+- SAN, pre-drawn: san.simulate with the layers' weights drawn beforehand;
+- SAN, fresh: san.simulate drawing each layer's weights (what a sweep over seeds does);
+  the draw alone is timed too, and printed apart;
+- transformers: the same stack built from transformers' BertSelfAttention modules
+  ("eager" and "sdpa" attention) plus each layer's output projection, holding the same
+  weights, with the same per-layer mu (its modules are built before timing, so the fair
+  comparison is with the SAN's pre-drawn run);
+- peak: one square GEMM with the same FLOP count as the whole stack: the machine's
+  practical peak for this dtype.
 
-    python benchmarks/san_throughput.py [--repeats 3] [--batch 32] [--layers 12]
+Rates are useful FLOP/s (projections, scores and A V; softmax, biases, mu and the draw
+are not counted). Both stacks must agree on mu to 1e-5 (float32) / 1e-10 (float64) of
+its first-layer value, or it stops (relative to mu itself would not do: once tokens
+collapse, mu is rounding noise).
+
+    python benchmarks/san_throughput.py [--rounds 3] [--batch 32] [--tokens 128] [--layers 12]
 """
 
 from __future__ import annotations
 
 import argparse
+import platform
 import time
 
 import torch
@@ -28,28 +36,28 @@ from collapse import masks, metrics, san
 
 
 def useful_flops(batch: int, n: int, d: int, layers: int) -> float:
-    """Multiply-adds x 2 of Q/K/V/O projections, scores and A V; softmax and
-    metrics not counted.
-    """
+    """Multiply-adds x 2 of the Q/K/V/O projections, the scores and A V."""
     projections = 4 * 2 * batch * n * d * d
     attention = 2 * 2 * batch * n * n * d
     return layers * (projections + attention)
 
 
-def best_time(fn, repeats: int) -> float:
-    fn()  # warm-up: allocator, thread pool, kernel selection
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+def best_times(candidates: dict, rounds: int) -> dict[str, float]:
+    """The best of `rounds` wall times of each candidate, measured round by round."""
+    for fn in candidates.values():
+        fn()  # warm-up: allocator, thread pool, kernel selection
+    best = dict.fromkeys(candidates, float("inf"))
+    for _ in range(rounds):
+        for name, fn in candidates.items():
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
 
 
 def transformers_stack(config: san.SANConfig, weights, dtype, kind: str):
-    """transformers' BertSelfAttention + output projection per layer, holding our weights (ours act
-    on the right: X @ W).
-    """
+    """transformers' BertSelfAttention + output projection per layer, holding our weights (ours
+    act on the right: X @ W)."""
     from transformers import BertConfig
     from transformers.models.bert.modeling_bert import BertSelfAttention
 
@@ -74,9 +82,7 @@ def transformers_stack(config: san.SANConfig, weights, dtype, kind: str):
 @torch.inference_mode()
 def run_transformers(X, layers, mask):
     """The reference stack: mu in float64 after every layer, as san.simulate keeps it."""
-    bias = torch.zeros(mask.shape, dtype=X.dtype).masked_fill_(~mask, -torch.inf)[
-        None, None
-    ]  # additive, broadcast over batch and heads
+    bias = torch.zeros(mask.shape, dtype=X.dtype).masked_fill_(~mask, -torch.inf)[None, None]
     history = [metrics.mu(X)]
     for attention, output in layers:
         X = output(attention(X, attention_mask=bias)[0])
@@ -84,76 +90,70 @@ def run_transformers(X, layers, mask):
     return torch.stack(history)
 
 
-def measure(dtype, args) -> tuple[float, float, float, dict[str, float]]:
-    """(SAN rate, matmul rate, SAN rate with pre-drawn weights, {attention kind: transformers
-    reference rate}), in GFLOP/s.
-    """
+def measure(dtype, args) -> tuple[float, dict[str, float]]:
+    """(useful FLOP of the stack, {candidate: seconds})."""
     b, n, d, L = args.batch, args.tokens, 768, args.layers
+    flops = useful_flops(b, n, d, L)
     g = torch.Generator().manual_seed(0)
     X = torch.randn(b, n, d, generator=g, dtype=dtype)
-    W = torch.randn(d, d, generator=g, dtype=dtype)
-    matmul_s = best_time(lambda: X @ W, args.repeats * 5)
+    side = round((flops / 2) ** (1 / 3))  # 2 side^3 = flops
+    P, Q = (torch.randn(side, side, generator=g, dtype=dtype) for _ in range(2))
     config = san.SANConfig.bert(variant="attention", n_layers=L)
     mask = masks.make("causal", n)
-    run = lambda weights=None: san.simulate(X, config, mask=mask, weights=weights)  # noqa: E731
-    san_s = best_time(run, args.repeats)
     drawn = list(san.init_layers(config, 0, dtype=dtype))
-    predrawn_s = best_time(lambda: run(drawn), args.repeats)
-    flops = useful_flops(b, n, d, L)
-    references = {}
+    candidates = {
+        "SAN, pre-drawn": lambda: san.simulate(X, config, mask=mask, weights=drawn),
+        "SAN, fresh": lambda: san.simulate(X, config, mask=mask, seed=0),
+        "draw alone": lambda: list(san.init_layers(config, 0, dtype=dtype)),
+    }
+    ours = candidates["SAN, pre-drawn"]()["mu"]
     for kind in ("eager", "sdpa"):
         try:
             layers = transformers_stack(config, drawn, dtype, kind)
         except ImportError:
+            print("transformers is not installed: no peer")
             break
-        ours, theirs = run(drawn)["mu"], run_transformers(X, layers, mask)
-        worst = float((ours - theirs).abs().max() / ours[0].abs().max())
+        worst = float((ours - run_transformers(X, layers, mask)).abs().max() / ours[0].max())
         if worst > (1e-5 if dtype == torch.float32 else 1e-10):
             raise SystemExit(
-                f"{dtype}, {kind}: the transformers reference disagrees with the SAN "
+                f"{dtype}, {kind}: the transformers stack disagrees with the SAN "
                 f"(mu differs by {worst:.1e} of its first value)"
             )
-        references[kind] = (
-            flops
-            / best_time(lambda layers=layers: run_transformers(X, layers, mask), args.repeats)
-            / 1e9
+        candidates[f"transformers ({kind})"] = lambda layers=layers: run_transformers(
+            X, layers, mask
         )
-    return (
-        flops / san_s / 1e9,
-        2 * b * n * d * d / matmul_s / 1e9,
-        flops / predrawn_s / 1e9,
-        references,
-    )
+    candidates["peak: one GEMM"] = lambda: P @ Q
+    seconds = best_times(candidates, args.rounds)
+    seconds["peak: one GEMM"] *= flops / (2 * side**3)
+    return flops, seconds
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--layers", type=int, default=12)
     args = parser.parse_args()
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
-        f"batch {args.batch}, N={args.tokens}, d=768, 12 heads, {args.layers} layers"
+        f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads; batch {args.batch}, N={args.tokens}, d=768, "
+        f"12 heads, {args.layers} layers, causal mask"
     )
     for dtype in (torch.float32, torch.float64):
-        san_rate, matmul_rate, predrawn_rate, references = measure(dtype, args)
+        flops, seconds = measure(dtype, args)
         name = str(dtype).removeprefix("torch.")
-        print(
-            f"{name}: SAN {san_rate:6.1f} GFLOP/s, matmul {matmul_rate:6.1f} GFLOP/s, "
-            f"ratio {san_rate / matmul_rate:.2f} "
-            f"(weights pre-drawn: {predrawn_rate / matmul_rate:.2f})"
-        )
-        if not references:
-            print(f"{name}: transformers not installed, no reference")
-        for kind, reference in references.items():
-            print(
-                f"{name}: transformers BertSelfAttention ({kind}) {reference:6.1f} GFLOP/s, "
-                f"ratio {reference / matmul_rate:.2f}; "
-                f"SAN speed-up {san_rate / reference:.2f}x "
-                f"(weights pre-drawn: {predrawn_rate / reference:.2f}x)"
-            )
+        peak = seconds["peak: one GEMM"]
+        print(f"{name}: {flops / 1e9:.0f} GFLOP per run")
+        for candidate, s in seconds.items():
+            rate = "" if candidate == "draw alone" else f"{flops / s / 1e9:6.1f} GFLOP/s, "
+            print(f"  {candidate:22s} {s:7.3f} s  {rate}{peak / s:.2f} of peak")
+        for kind in ("eager", "sdpa"):
+            if (peer := seconds.get(f"transformers ({kind})")) is not None:
+                print(
+                    f"  SAN vs transformers ({kind}): {peer / seconds['SAN, pre-drawn']:.2f}x "
+                    f"pre-drawn, {peer / seconds['SAN, fresh']:.2f}x with fresh weights"
+                )
 
 
 if __name__ == "__main__":

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import torch
 
 from . import rng
-from .checks import check_float, check_int
+from .checks import check_choice, check_float, check_int
 from .san import SANConfig
 
-__all__ = ["grid_flops", "eta_seconds"]
+__all__ = ["grid_flops", "Work", "gemm_rate", "eta_seconds"]
 
 
 def grid_flops(configs: Mapping[str, SANConfig], n_tokens: int, n_runs: int) -> float:
@@ -37,18 +38,33 @@ def grid_flops(configs: Mapping[str, SANConfig], n_tokens: int, n_runs: int) -> 
     return total * check_int("n_runs", n_runs, minimum=1)
 
 
-def eta_seconds(
-    flops: float, *, dtype=torch.float64, device=None, efficiency: float = 0.5
-) -> float:
-    """Seconds `flops` should take here: flops / (efficiency x a plain matmul's measured rate).
+@dataclass(frozen=True)
+class Work:
+    """What a notebook's run asks of the machine, from its parameters alone (its `cost` cell).
 
-    Why: an ETA measured on the machine that will run the sweep, not a guess; the
-    efficiency (the SAN's share of the matmul rate, the goal is >= 0.6) is a
-    parameter because it varies with sizes and load. Takes about 0.1 s to measure.
+    flops: useful floating-point operations; peak_bytes: the largest working set held at
+    once; dtype: the precision its heavy arithmetic runs in (the GEMM rate it is timed
+    against).
     """
-    efficiency = check_float("efficiency", efficiency, positive=True)
+
+    flops: float
+    peak_bytes: float
+    dtype: str = "float64"
+
+    def __post_init__(self):
+        check_float("flops", self.flops, minimum=0.0)
+        check_float("peak_bytes", self.peak_bytes, minimum=0.0)
+        check_choice("dtype", self.dtype, ("float32", "float64"))
+
+
+def gemm_rate(dtype: str = "float64", device=None) -> float:
+    """FLOP/s of a 2048 x 768 x 768 GEMM measured now on `device` (about 0.1 s on a CPU).
+
+    Why: every ETA is a FLOP count over a rate measured on the machine that will run it.
+    """
+    dtype = getattr(torch, check_choice("dtype", dtype, ("float32", "float64")))
     g = rng.generator(0)
-    A = torch.randn(1024, 768, generator=g, dtype=dtype).to(device)
+    A = torch.randn(2048, 768, generator=g, dtype=dtype).to(device)
     B = torch.randn(768, 768, generator=g, dtype=dtype).to(device)
     A @ B  # warm-up
     repeats, start = 5, time.perf_counter()
@@ -56,5 +72,17 @@ def eta_seconds(
         C = A @ B
     if C.is_cuda:
         torch.cuda.synchronize()
-    rate = repeats * 2 * 1024 * 768 * 768 / (time.perf_counter() - start)
-    return float(flops) / (efficiency * rate)
+    return repeats * 2 * 2048 * 768 * 768 / (time.perf_counter() - start)
+
+
+def eta_seconds(
+    flops: float, *, dtype=torch.float64, device=None, efficiency: float = 0.5
+) -> float:
+    """Seconds `flops` should take here: flops / (efficiency x a plain GEMM's measured rate).
+
+    Why: an ETA measured on the machine that will run the sweep, not a guess; the
+    efficiency (the share of the GEMM rate the work reaches) is a parameter because it
+    varies with sizes and load.
+    """
+    efficiency = check_float("efficiency", efficiency, positive=True)
+    return float(flops) / (efficiency * gemm_rate(str(dtype).removeprefix("torch."), device))

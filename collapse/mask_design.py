@@ -235,7 +235,9 @@ def run_components(X0, config, mask, seeds, d_qk: float) -> dict[str, np.ndarray
     history = [(_metrics.mu(X0), *component_spread(X0, labels))]
     X = X0
     for layer, w in enumerate(_san.init_layers(config, list(seeds), dtype=X0.dtype)):
-        X, _ = _san.apply_layer(X, w, config, sequence[layer % len(sequence)], d_qk**0.5)
+        X, _ = _san.apply_layer(
+            X, w, config, sequence[layer % len(sequence)], d_qk**0.5, weights=False
+        )
         history.append((_metrics.mu(X), *component_spread(X, labels)))
     stacked = torch.stack([torch.stack(h) for h in history]).numpy()  # (L+1, 3, seed)
     return dict(zip(("mu", "within", "between"), stacked.transpose(1, 0, 2), strict=True))

@@ -29,7 +29,7 @@ from . import metrics as _metrics
 from . import rng
 from .attention import LAYERNORMS, masked_softmax, remove_outlier, temperature_scale
 from .checks import ParameterError, check_choice, check_float, check_int
-from .masks import as_sequence
+from .masks import as_sequence, check_mask
 from .theory import epsilon
 
 __all__ = [
@@ -163,10 +163,12 @@ def _draw(config: SANConfig, seed: int, layer: int, role: str, fan_in: int, shap
         q, r = torch.linalg.qr(torch.randn(shape, generator=g, dtype=torch.float64))
         t = q * torch.sign(torch.diagonal(r))
     else:  # torch default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases
-        t = (torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1) / math.sqrt(fan_in)
+        # in place: the same bits as (u * 2 - 1) / sqrt(fan_in), without three temporaries
+        t = torch.rand(shape, generator=g, dtype=torch.float64).mul_(2).sub_(1)
+        t = t.div_(math.sqrt(fan_in))
         if role == "W_V" and config.init == "spectral_v":
             t = t / torch.linalg.matrix_norm(t, ord=2)
-    if role in ("W_Q", "W_K"):
+    if role in ("W_Q", "W_K") and config.qk_gain != 1.0:
         t = t * config.qk_gain
     return t
 
@@ -195,12 +197,15 @@ def init_layer(
 
     def draw(role, fan_in, shape):
         tensors = [_draw(config, s, layer, role, fan_in, shape) for s in seeds]
-        stacked = torch.stack(tensors) if isinstance(seed, Sequence) else tensors[0]
-        return stacked.to(dtype=dtype, device=device)
+        return torch.stack(tensors) if isinstance(seed, Sequence) else tensors[0]
 
-    return LayerWeights(
-        **{role: draw(role, fan_in, shape) for role, (fan_in, shape) in spec.items()}
-    )
+    drawn = {role: draw(role, fan_in, shape) for role, (fan_in, shape) in spec.items()}
+    for group in (("W_Q", "W_K", "W_V"), ("b_Q", "b_K", "b_V")):
+        if group[0] in drawn:  # one buffer, so that self_attention projects with one GEMM
+            fused = torch.cat([drawn.pop(role) for role in group], dim=-1)
+            parts = fused.to(dtype=dtype, device=device).split(d, dim=-1)
+            drawn.update(zip(group, parts, strict=True))
+    return LayerWeights(**{role: t.to(dtype=dtype, device=device) for role, t in drawn.items()})
 
 
 def init_layers(
@@ -220,30 +225,68 @@ def _affine(X, W, b):
     return X @ W + b
 
 
-def self_attention(X, w: LayerWeights, config: SANConfig, mask=None, scale=None):
+def _joined(*parts: torch.Tensor) -> torch.Tensor:
+    """The parts concatenated along the last dim: a view when they are adjacent column blocks
+    of one buffer (as init_layer draws Q, K and V), else a copy."""
+    first, width = parts[0], parts[0].shape[-1]
+    adjacent = first.stride(-1) == 1 and all(
+        p.shape == first.shape
+        and p.stride() == first.stride()
+        and p.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
+        and p.data_ptr() == first.data_ptr() + i * width * first.element_size()
+        for i, p in enumerate(parts)
+    )
+    if adjacent and (first.ndim == 1 or first.stride(-2) == len(parts) * width):
+        return first.as_strided((*first.shape[:-1], len(parts) * width), first.stride())
+    return torch.cat(parts, dim=-1)
+
+
+def _fused_attention(q, k, v, mask, scale):
+    """softmax(q k^T / scale under mask) v by torch's fused kernel, never forming the n x n
+    matrices; heads come back already merged: (..., n, heads * head_dim)."""
+    if isinstance(scale, torch.Tensor):
+        q, scale = q / scale, 1.0
+    batch, (heads, n, width) = q.shape[:-3], q.shape[-3:]
+    if len(batch) != 1:  # the fused CPU kernel wants (batch, heads, n, width)
+        q, k, v = (t.reshape(-1, heads, n, width) for t in (q, k, v))
+    if mask is not None and mask.ndim > 2:  # and a mask of 2 or 4 dims (3 takes a slow path)
+        mask = check_mask(mask).unsqueeze(-3).expand(*batch, 1, n, n).reshape(-1, 1, n, n)
+    elif mask is not None:
+        check_mask(mask)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, scale=1.0 / scale
+    )
+    return out.transpose(-3, -2).reshape(*batch, n, heads * width)
+
+
+def self_attention(X, w: LayerWeights, config: SANConfig, mask=None, scale=None, *, weights=True):
     """Multi-head masked attention; returns (output (..., n, d), attention (..., heads, n, n)).
 
     scale: sqrt(d_qk), None for the head width; a float, or a tensor broadcastable to
-    (..., heads, n, n) (see attention.temperature_scale).
+    (..., heads, n, n) (see attention.temperature_scale). weights=False returns None for
+    the attention and runs torch's fused scaled_dot_product_attention (several times
+    faster; rounding differs from the explicit softmax in the last bits).
     """
     d, n_heads, head_dim = config.d, config.n_heads, config.head_dim
-    W = torch.cat([w.W_Q, w.W_K, w.W_V], dim=-1)
-    b = None if w.b_Q is None else torch.cat([w.b_Q, w.b_K, w.b_V], dim=-1)
+    W = _joined(w.W_Q, w.W_K, w.W_V)
+    b = None if w.b_Q is None else _joined(w.b_Q, w.b_K, w.b_V)
     q, k, v = (
         t.unflatten(-1, (n_heads, head_dim)).transpose(-3, -2)
         for t in _affine(X, W, b).split(d, dim=-1)
     )
     scale = math.sqrt(head_dim) if scale is None else scale
-    scores = (q / scale) @ k.transpose(
-        -1, -2
-    )  # scaling q is cheaper than scaling the n x n scores
-    A = masked_softmax(scores, None if mask is None else mask.unsqueeze(-3))
-    if config.remove_outlier:
-        A = remove_outlier(A)
-    out = (A @ v).transpose(-3, -2).flatten(-2)
+    if weights or config.remove_outlier:
+        # scaling q is cheaper than scaling the n x n scores
+        heads_mask = None if mask is None else mask.unsqueeze(-3)
+        A = masked_softmax((q / scale) @ k.transpose(-1, -2), heads_mask)
+        if config.remove_outlier:
+            A = remove_outlier(A)
+        out = (A @ v).transpose(-3, -2).flatten(-2)
+    else:
+        A, out = None, _fused_attention(q, k, v, mask, scale)
     if w.W_O is not None:
         out = _affine(out, w.W_O, w.b_O)
-    return out, A
+    return out, A if weights else None
 
 
 def _layernorm(X, config: SANConfig, weight, bias):
@@ -254,35 +297,38 @@ def _layernorm(X, config: SANConfig, weight, bias):
     return LAYERNORMS["centered"](X, config.ln_eps, weight, bias)
 
 
-def apply_layer(X, w: LayerWeights, config: SANConfig, mask=None, scale=None):
-    """One layer of the configured variant; returns (X', attention matrices). scale as in
-    self_attention."""
+def apply_layer(X, w: LayerWeights, config: SANConfig, mask=None, scale=None, *, weights=True):
+    """One layer of the configured variant; returns (X', attention matrices). scale and
+    weights (False: no attention matrices, the fused kernel) as in self_attention."""
     if config.variant == "full" and config.pre_ln:
-        return _pre_ln_layer(X, w, config, mask, scale)
-    y, A = self_attention(X, w, config, mask, scale)
+        return _pre_ln_layer(X, w, config, mask, scale, weights)
+    y, A = self_attention(X, w, config, mask, scale, weights=weights)
     variant = config.variant
     if variant == "attention":
         return y, A
-    if variant == "skip":
-        return X + y, A
     if variant == "ln":
         return _layernorm(y, config, w.ln1_weight, w.ln1_bias), A
-    h = _layernorm(X + y, config, w.ln1_weight, w.ln1_bias)
+    y = y.add_(X)  # y is this layer's own tensor: X + SA(X) in place
+    if variant == "skip":
+        return y, A
+    h = _layernorm(y, config, w.ln1_weight, w.ln1_bias)
     if variant == "skip_ln":
         return h, A
-    return _layernorm(h + _ffn(h, w, config), config, w.ln2_weight, w.ln2_bias), A
+    return _layernorm(_ffn(h, w, config).add_(h), config, w.ln2_weight, w.ln2_bias), A
 
 
 def _ffn(h, w: LayerWeights, config: SANConfig):
     return _affine(ACTIVATIONS[config.activation](_affine(h, w.W_1, w.b_1)), w.W_2, w.b_2)
 
 
-def _pre_ln_layer(X, w: LayerWeights, config: SANConfig, mask, scale):
+def _pre_ln_layer(X, w: LayerWeights, config: SANConfig, mask, scale, weights):
     """GPT-2's layer: H = X + SA(LN1(X)); X' = H + MLP(LN2(H)) (the residual stream is never
     normalised)."""
-    y, A = self_attention(_layernorm(X, config, w.ln1_weight, w.ln1_bias), w, config, mask, scale)
-    h = X + y
-    return h + _ffn(_layernorm(h, config, w.ln2_weight, w.ln2_bias), w, config), A
+    y, A = self_attention(
+        _layernorm(X, config, w.ln1_weight, w.ln1_bias), w, config, mask, scale, weights=weights
+    )
+    h = y.add_(X)
+    return _ffn(_layernorm(h, config, w.ln2_weight, w.ln2_bias), w, config).add_(h), A
 
 
 @dataclass
@@ -369,7 +415,14 @@ def simulate(
     ):
         mask = layer_masks[layer % len(layer_masks)]
         w = w.to(dtype=X0.dtype, device=X0.device)
-        X, A = apply_layer(X, _align_to_batch(w, X0.ndim) if per_seed else w, config, mask, scale)
+        X, A = apply_layer(
+            X,
+            _align_to_batch(w, X0.ndim) if per_seed else w,
+            config,
+            mask,
+            scale,
+            weights=record_epsilon,
+        )
         for name, value in _metrics.evaluate(X, names).items():
             history[name].append(value.cpu())
         if record_epsilon:

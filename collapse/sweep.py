@@ -170,7 +170,9 @@ def run_job(
     for layer, w in enumerate(bar):
         layer_mask = mask[layer % len(mask)]
         for label, config in job.group.items():
-            states[label], _ = apply_layer(states[label], w, config, layer_mask, scale)
+            states[label], _ = apply_layer(
+                states[label], w, config, layer_mask, scale, weights=False
+            )
             for name, value in _metrics.evaluate(states[label], names).items():
                 history[label][name].append(value.cpu())
     return {

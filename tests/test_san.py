@@ -1,11 +1,12 @@
 import math
+from dataclasses import replace
 
 import pandas as pd
 import pytest
 import torch
 from numerics import assert_close_to_scale
 
-from collapse import attention, chunks, inputs, masks, metrics, san, sweep
+from collapse import attention, chunks, inputs, masks, metrics, rng, san, sweep
 from collapse.book import executors
 from collapse.checks import ParameterError
 
@@ -86,6 +87,82 @@ def test_init_schemes():
     gained = draw("torch_default", qk_gain=4.0)
     torch.testing.assert_close(gained.W_Q, 4 * default.W_Q)
     torch.testing.assert_close(gained.W_V, default.W_V)
+
+
+def test_default_draw_is_torchs_uniform_from_its_own_stream():
+    """Pins the bits of the draw: U(-1/sqrt(d), 1/sqrt(d)) from the stream (seed, layer, role)."""
+    config = san.SANConfig(d=12, n_layers=4, bias=True, out_proj=True)
+    w = san.init_layer(config, 3, seed=9)
+    for index, role in enumerate(("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V", "W_O")):
+        shape = getattr(w, role).shape
+        u = torch.rand(shape, generator=rng.generator(9, 3, index), dtype=torch.float64)
+        assert torch.equal(getattr(w, role), (u * 2 - 1) / math.sqrt(12)), role
+
+
+def test_query_key_value_weights_share_one_buffer_and_copies_give_the_same_layer(gen):
+    config = san.SANConfig.bert(n_layers=1, d=24, n_heads=3, d_ff=40)
+    for seed in (2, [2, 5]):  # one network, and one per seed
+        w = san.init_layer(config, 0, seed=seed)
+        storages = {t.untyped_storage().data_ptr() for t in (w.W_Q, w.W_K, w.W_V)}
+        assert len(storages) == 1 and w.b_Q.untyped_storage() is not None
+        X = torch.randn(2, 2, 9, 24, generator=gen, dtype=torch.float64)
+        if isinstance(seed, list):
+            w = san._align_to_batch(w, X.ndim)
+        fused, _ = san.self_attention(X, w, config)
+        apart, _ = san.self_attention(X, w.map(torch.clone), config)  # separate buffers
+        assert torch.equal(fused, apart)
+        swapped = replace(w, W_Q=w.W_K, W_K=w.W_Q)  # adjacent views, in the wrong order
+        torch.testing.assert_close(
+            san.self_attention(X, swapped, config)[0],
+            san.self_attention(X, swapped.map(torch.clone), config)[0],
+        )
+
+
+@pytest.mark.parametrize("dtype, rtol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+@pytest.mark.parametrize(
+    "batch, mask, d_qk",
+    [
+        ((), None, None),
+        ((3,), "causal", None),
+        ((3,), "batched", 2.0),
+        ((2, 3), "causal", "per-run"),
+        ((2, 3), "batched", None),
+    ],
+)
+def test_the_fused_kernel_computes_the_explicit_softmax_layer(batch, mask, d_qk, dtype, rtol):
+    config = san.SANConfig.bert(variant="skip_ln", n_layers=1, d=24, n_heads=3, d_ff=40)
+    g = torch.Generator().manual_seed(4)
+    X = torch.randn(*batch, 9, 24, generator=g, dtype=dtype)
+    w = san.init_layer(config, 0, seed=1, dtype=dtype)
+    if mask == "causal":
+        mask = masks.make("causal", 9)
+    elif mask == "batched":  # one mask per run of the last batch dim
+        mask = torch.stack([masks.make(k, 9) for k in ("causal", "sliding_window", "complete")])
+    if d_qk == "per-run":
+        d_qk = torch.tensor([1.0, 4.0, 16.0], dtype=torch.float64)
+    scale = None if d_qk is None else attention.temperature_scale(d_qk, X, 3)
+    explicit, A = san.apply_layer(X, w, config, mask, scale)
+    fused, none = san.apply_layer(X, w, config, mask, scale, weights=False)
+    assert A is not None and none is None
+    assert fused.shape == explicit.shape == X.shape
+    scale_of_output = explicit.abs().max()
+    assert float((fused - explicit).abs().max()) <= rtol * float(scale_of_output)
+    if mask is not None:  # the mask is not ignored
+        unmasked = san.apply_layer(X, w, config, None, scale, weights=False)[0]
+        assert not torch.allclose(fused, unmasked)
+
+
+def test_simulate_runs_the_fused_kernel_unless_it_records_attention(gen):
+    config = san.SANConfig.bert(n_layers=3, d=24, n_heads=3, d_ff=40)
+    X0 = torch.randn(4, 9, 24, generator=gen, dtype=torch.float64)
+    mask = masks.make("causal", 9)
+    plain = san.simulate(X0, config, mask=mask, seed=3)
+    recorded = san.simulate(X0, config, mask=mask, seed=3, record_epsilon=True)
+    assert_close_to_scale(plain["mu"], recorded["mu"], rtol=1e-12)
+    X, w = X0, list(san.init_layers(config, 3))
+    for layer in w:
+        X, _ = san.apply_layer(X, layer, config, mask, weights=False)
+    assert torch.equal(plain.final, X)
 
 
 def test_attention_weights_do_not_depend_on_variant_bias_or_dtype():

@@ -20,6 +20,7 @@ from .. import report
 from ..checks import ParameterError, check_int
 from . import (
     assignments,
+    estimate,
     executors,
     grading,
     launch,
@@ -64,6 +65,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--timeout", type=int, default=None, help="seconds allowed per cell (default: no limit)"
+    )
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print each notebook's work, ETA and peak memory, and execute nothing",
     )
     _executor_options(run)
     verdicts = commands.add_parser("verdicts", help="every verdict of the executed notebooks")
@@ -185,6 +191,8 @@ def _run_all(
 ):
     planned = runner.plan(project, names, profile, runner.parse_sets(sets))
     if profile == "paper":
+        plan = estimate.estimate(project, planned, profile, force=force)
+        print("\n".join(estimate.table(plan, profile)), file=sys.stderr)
         print(
             "paper profile: each sweep prints an ETA from a short calibration, then its progress; "
             "its chunks are kept in "
@@ -385,6 +393,11 @@ def main(argv=None) -> int:
         project = runner.Project.find(args.root)
         if args.command == "list":
             return _list(project)
+        if args.command == "run" and args.dry_run:
+            planned = runner.plan(project, args.names, args.profile, runner.parse_sets(args.sets))
+            plan = estimate.estimate(project, planned, args.profile, force=args.force)
+            print("\n".join(estimate.table(plan, args.profile)))
+            return 0
         if args.command == "run":
             pool = dict(executor=args.executor, scheduler=args.scheduler, workers=args.workers)
             results = _run_all(

@@ -459,6 +459,7 @@ def _finish(
         "profile": profile,
         "parameters": params,
         "seconds": round(seconds, 2),
+        "device": device_of(params),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     nbformat.write(executed, str(partial))
@@ -473,6 +474,22 @@ def _write_json(path: Path, payload) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(payload, indent=1, sort_keys=True))
     tmp.replace(path)
+
+
+def device_of(params: dict) -> str:
+    """The device a run with these parameters uses here ("auto": cuda when torch sees one)."""
+    name = params.get("device", "cpu")
+    if name == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
+def is_current(project: Project, notebook: Notebook, params: dict, profile: str) -> bool:
+    """Whether book/executed holds this notebook's result for these parameters and sources."""
+    output = project.executed_dir / f"{notebook.name}.ipynb"
+    return _cached(output, content_hash(notebook, params, profile))
 
 
 def _cached_result(project: Project, notebook: Notebook, digest: str) -> RunResult | None:
