@@ -1,12 +1,16 @@
-"""Top-k singular values of random Markov attention: thick-restart Lanczos against the full SVD.
+"""Top-k singular values of random Markov attention: thick-restart Lanczos against a reference.
 
 For each T, draws A = markov.random_markov(T) (seed 0; the draw is not timed and its
-time is printed apart), times markov.lanczos_singular_values(A, k) and checks its
-values against a reference: the full SVD (torch.linalg.svdvals) for T <= --full-svd-max,
-else scipy's ARPACK (svds, 64 Lanczos vectors, tol=0, float64) unless --full-svd-max covers
-it too (a full SVD at T = 16384 takes about 15 min on two cores). Prints time, speed-up and
-the largest |difference| relative to sigma_1 (target: <= 1e-8; >= 20x faster at T = 4096
-and under 10 s at T = 16384).
+time is printed apart), times markov.lanczos_singular_values(A, k) (float32 Krylov steps
+and a float64 refinement by default, --precision double for float64 throughout) and
+checks its values against a reference: the full SVD (torch.linalg.svdvals) for
+T <= --full-svd-max, else scipy's ARPACK (svds, 64 Lanczos vectors, tol=0, float64),
+itself checked against a second ARPACK run (32 vectors, another start vector). Prints
+time, steps, speed-up, the largest |difference| relative to sigma_1 (targets: <= 1e-9,
+>= 18x the full SVD at T = 4096 and >= 10x ARPACK at T = 16384) and the bandwidth floor:
+the bytes of A the products read (info["bytes"]) over the read bandwidth measured in the
+same process (the best of five A.sum() over the float32 copy of A), so time / floor says
+how close to the memory limit the method runs.
 
     python benchmarks/spectra.py [--T 4096 16384] [--k 2] [--full-svd-max 4096]
 """
@@ -29,16 +33,16 @@ def timed(fn):
     return value, time.perf_counter() - start
 
 
-def reference(A: torch.Tensor, k: int, full: bool) -> tuple[np.ndarray, float, str]:
-    if full:
-        values, seconds = timed(lambda: torch.linalg.svdvals(A)[:k].numpy())
-        return values, seconds, "full SVD"
-    values, seconds = timed(
-        lambda: np.sort(
-            svds(A.numpy(), k=k, ncv=64, tol=0, random_state=0, return_singular_vectors=False)
-        )[::-1]
-    )
-    return values, seconds, "ARPACK svds"
+def arpack(A: torch.Tensor, k: int, ncv: int, seed: int) -> np.ndarray:
+    values = svds(A.numpy(), k=k, ncv=ncv, tol=0, random_state=seed, return_singular_vectors=False)
+    return np.sort(values)[::-1]
+
+
+def read_bandwidth(A: torch.Tensor) -> float:
+    """Bytes per second of the fastest of five full reads (sums) of a float32 copy of A."""
+    copy = A.to(torch.float32)
+    seconds = min(timed(copy.sum)[1] for _ in range(5))
+    return copy.nbytes / seconds
 
 
 def main() -> None:
@@ -46,6 +50,7 @@ def main() -> None:
     parser.add_argument("--T", type=int, nargs="+", default=[4096, 16384])
     parser.add_argument("--k", type=int, default=2)
     parser.add_argument("--block", type=int, default=1, help="Lanczos block size")
+    parser.add_argument("--precision", choices=["mixed", "double"], default="mixed")
     parser.add_argument(
         "--full-svd-max",
         type=int,
@@ -53,23 +58,40 @@ def main() -> None:
         help="largest T checked against a full SVD (above: ARPACK)",
     )
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; k = {args.k}, float64")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; k = {args.k}")
     for size in args.T:
         A, draw = timed(
             lambda size=size: markov.random_markov(
                 size, generator=torch.Generator().manual_seed(0)
             )
         )
+        bandwidth = read_bandwidth(A)
         (values, info), seconds = timed(
-            lambda A=A: markov.lanczos_singular_values(A, args.k, block=args.block)
+            lambda A=A: markov.lanczos_singular_values(
+                A, args.k, block=args.block, precision=args.precision
+            )
         )
-        truth, ref_seconds, ref_name = reference(A, args.k, size <= args.full_svd_max)
+        if size <= args.full_svd_max:
+            truth, ref_seconds = timed(lambda A=A: torch.linalg.svdvals(A)[: args.k].numpy())
+            ref_name, ref_check = "full SVD", ""
+        else:
+            truth, ref_seconds = timed(lambda A=A: arpack(A, args.k, 64, 0))
+            second = arpack(A, args.k, 32, 1)
+            ref_name = "ARPACK svds"
+            ref_check = (
+                f"; ARPACK with 32 vectors and another start differs by "
+                f"{np.abs(second - truth).max() / truth[0]:.1e}"
+            )
         error = float(np.abs(values.numpy() - truth).max() / truth[0])
+        floor = info["bytes"] / bandwidth
         print(
-            f"T = {size}: Lanczos {seconds:.2f} s "
-            f"({info['steps']} steps, {info['passes']} passes), {ref_name} {ref_seconds:.2f} s, "
-            f"speed-up {ref_seconds / seconds:.1f}x; max |difference| / sigma_1 = {error:.1e}; "
-            f"sigma = {', '.join(f'{v:.12f}' for v in values.tolist())}; "
+            f"T = {size}: Lanczos ({info['precision']}) {seconds:.2f} s, {info['steps']} steps "
+            f"({info['passes']} products with A or A^T, the refinement's included), "
+            f"{info['bytes'] / 2**30:.1f} GiB of A read: bandwidth floor {floor:.2f} s "
+            f"at {bandwidth / 1e9:.1f} GB/s (A.sum()), time / floor {seconds / floor:.1f}\n"
+            f"  {ref_name} {ref_seconds:.2f} s, speed-up {ref_seconds / seconds:.1f}x; "
+            f"max |difference| / sigma_1 = {error:.1e}{ref_check}\n"
+            f"  sigma = {', '.join(f'{v:.12f}' for v in values.tolist())}; "
             f"drawing A took {draw:.1f} s (not timed)"
         )
         del A

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -36,6 +37,8 @@ __all__ = [
 ]
 
 _LOG2 = math.log(2.0)
+_MIXED_MIN_TOL = 1e-11  # below: float32 Ritz vectors (~1e-6 off) no longer carry the values
+_MIXED_REACH = 1e-3  # sigma_k / sigma_1 below this: sigma_k^2 drowns in float32 rounding
 
 
 def random_logits(T: int, *, generator: torch.Generator | None = None, batch=()) -> torch.Tensor:
@@ -101,25 +104,43 @@ def _orthonormal_block(F: torch.Tensor, V: torch.Tensor | None) -> torch.Tensor:
 
 
 def _gram_product(
-    M: torch.Tensor, V: torch.Tensor, rows: int = 32
+    M: torch.Tensor, V: torch.Tensor, rows: int = 64
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(W, Z) = (M V, M^T M V) with M read once: for each block of rows R, W_R = R V and Z += R^T
     W_R.
 
     Why: for large T the products run at memory bandwidth, so reading M once instead of
-    twice saves up to half the time; Z is accumulated as rows (W_R^T R), because torch's
-    M^T @ (block of vectors) takes a path ~10x slower than M @ (block). The row blocks
-    fit in cache. Batched or non-CPU M: the same two products, unfused.
+    twice saves up to half the time; the row blocks fit in cache. Each column of V gets its
+    own matrix-vector products, because torch's (MKL's) products with 2-8 columns run
+    3-10x slower here than that many matrix-vector products, and the rows are split among
+    torch's threads, one Python thread each, because MKL keeps a product of 32 rows on one
+    core. Batched or non-CPU M: the same two products, unfused.
     """
-    if M.ndim > 2 or M.device.type != "cpu":
+    if not _fused(M):
         W = M @ V
         return W, (W.mT @ M).mT
-    W = M.new_empty(M.shape[0], V.shape[-1])
-    Zt = M.new_zeros(V.shape[-1], M.shape[-1])
-    for i in range(0, M.shape[0], rows):
-        torch.mm(M[i : i + rows], V, out=W[i : i + rows])
-        Zt.addmm_(W[i : i + rows].mT, M[i : i + rows])
-    return W, Zt.mT
+    Wt, Vt = M.new_empty(V.shape[-1], M.shape[0]), V.mT.contiguous()
+
+    def part(lo: int, hi: int) -> torch.Tensor:
+        Zt = M.new_zeros(V.shape[-1], M.shape[-1])
+        columns = list(zip(Vt, Wt, Zt, strict=True))  # split once: per block, only slices
+        for i in range(lo, hi, rows):
+            R = M[i : i + rows] if i + rows <= hi else M[i:hi]
+            for v, w, z in columns:
+                w_R = w[i : i + len(R)]
+                torch.mv(R, v, out=w_R)
+                z.addmv_(R.mT, w_R)
+        return Zt
+
+    parts = max(1, min(torch.get_num_threads(), M.numel() // 2**22))  # >= 4M entries each
+    bounds = [M.shape[0] * j // parts // rows * rows for j in range(parts)] + [M.shape[0]]
+    spans = list(zip(bounds[:-1], bounds[1:], strict=True))
+    with use_threads(1), ThreadPoolExecutor(parts - 1 or 1) as pool:
+        others = [pool.submit(part, lo, hi) for lo, hi in spans[1:]]
+        Zt = part(*spans[0])
+        for other in others:
+            Zt += other.result()
+    return Wt.mT, Zt.mT
 
 
 def _ritz(G: torch.Tensor, V: torch.Tensor, Z: torch.Tensor, k: int):
@@ -153,44 +174,39 @@ def _settled(history: list[torch.Tensor], tol: float, patience: int) -> torch.Te
     return remaining <= tol * now[..., :1]
 
 
-def lanczos_singular_values(
-    A: torch.Tensor,
-    k: int,
-    *,
-    tol: float = 1e-9,
-    block: int = 1,
-    max_dim: int | None = None,
-    max_steps: int | None = None,
-    seed: int = 0,
-) -> tuple[torch.Tensor, dict]:
-    """The k largest singular values of each matrix by thick-restart (block) Lanczos on A^T A,
-    float64, batched.
+def _refine(M: torch.Tensor, X: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rayleigh-Ritz of M^T M on span(X) in float64: the top k values and their relative
+    residuals.
 
-    Why: a full SVD of a T x T matrix costs ~15 s at T = 4096 here and ~15 min at T = 16384,
-    while sigma_1 and sigma_2 need only a few hundred matrix-vector products, which run at
-    memory bandwidth. The basis V is kept orthonormal (full reorthogonalisation) and
-    W = A V, Z = A^T W are stored, so the Ritz values are exact Rayleigh-Ritz values of
-    A^T A (from below) and every residual ||A^T u - sigma v|| comes without another pass.
-    A value is accepted when its residual is <= tol * sigma_1 (then a singular value of A
-    lies within tol * sigma_1: "certified"), or when it has settled (`_settled`): values
-    inside a tight cluster, such as the edge of the quarter-circle bulk, converge long
-    before their vectors do. Works on any device; the start block comes from `seed`, so the
-    result is deterministic. Returns (values (..., k), info) with info: passes (products
-    with A or A^T, `block` columns each), steps, dim, residual (largest relative residual),
-    certified, converged.
+    Why: float32 products leave the Ritz values up to ~1e-8 sigma_1 off but the Ritz vectors
+    only ~1e-6 off, and a Rayleigh quotient's error is quadratic in its vector's (~1e-12):
+    one float64 product of the vectors restores what float64 steps would have reached.
     """
-    check_matrix("A", A)
-    k, block = check_int("k", k, minimum=1), check_int("block", block, minimum=1)
-    tol = check_float("tol", tol, positive=True)
-    M = A.to(torch.float64)
-    M = M.mT if M.shape[-2] < M.shape[-1] else M  # the smaller Gram matrix
+    X = _orthonormal_block(X, None)
+    W, Z = _gram_product(M, X)
+    _, _, relative = _ritz(X.mT @ Z, X, Z, k)
+    return torch.linalg.svdvals(W)[..., :k], relative
+
+
+def _fused(M: torch.Tensor) -> bool:
+    """Whether `_gram_product` reads M once per product (2-D on the CPU) rather than twice."""
+    return M.ndim == 2 and M.device.type == "cpu"
+
+
+def _krylov(
+    M: torch.Tensor,
+    P: torch.Tensor,
+    k: int,
+    tol: float,
+    block: int,
+    cap: int,
+    max_steps: int,
+    seed: int,
+) -> tuple[torch.Tensor | None, torch.Tensor, dict, bool]:
+    """The iteration of `lanczos_singular_values` with products by P, which is M or M in float32
+    (then followed by `_refine`): (values, relative residuals, info, done); values is None
+    when P is float32 and sigma_k < _MIXED_REACH sigma_1, out of float32's reach."""
     n, batch = M.shape[-1], M.shape[:-2]
-    if k > n:
-        raise ParameterError(f"k must be at most min(rows, cols) = {n}, got {k}")
-    cap = min(n, max_dim or max(128, 4 * (k + block)))
-    if cap < min(n, k + block):
-        raise ParameterError(f"max_dim must be at least k + block = {k + block}, got {max_dim}")
-    max_steps = max_steps or 20 * n // block + 100
     V, Z = M.new_zeros(*batch, n, cap + block), M.new_zeros(*batch, n, cap + block)
     W, G = (
         M.new_zeros(*batch, M.shape[-2], cap + block),
@@ -207,15 +223,17 @@ def lanczos_singular_values(
     for step in range(1, max_steps + 1):
         new = slice(m, m + b)
         W[..., new], Z[..., new] = _gram_product(
-            M, V[..., new].contiguous()
+            P, V[..., new].to(P.dtype).contiguous()
         )  # a strided column makes the product 2x slower
         m += b
         with use_threads(1) if small else contextlib.nullcontext():
             G[..., :m, new] = V[..., :m].mT @ Z[..., new]
             G[..., new, :m] = G[..., :m, new].mT.clone()
             sigma, Y, relative = _ritz(G[..., :m, :m], V[..., :m], Z[..., :m], k)
-            info = {"passes": 2 * step, "steps": step, "dim": m, "residual": float(relative.max())}
+            info = {"steps": step, "passes": 2 * step, "dim": m}
             if m >= k:
+                if P is not M and bool((sigma[..., k - 1] < _MIXED_REACH * sigma[..., 0]).any()):
+                    return None, relative, info, False
                 history.append(sigma[..., :k])
                 done = m >= n or bool(((relative <= tol) | _settled(history, tol, 5)).all())
             if done:
@@ -235,7 +253,81 @@ def lanczos_singular_values(
                 G[..., :keep, :keep] = torch.diag_embed(sigma[..., :keep] ** 2)
                 m = keep
             V[..., m : m + b] = F
-    info["certified"] = bool(m >= n or info["residual"] <= tol)
+    info["certified"] = m >= n  # the whole space: exact
+    if P is M:
+        return torch.linalg.svdvals(W[..., :m])[..., :k], relative, info, done
+    _, Y, _ = _ritz(G[..., :m, :m], V[..., :m], Z[..., :m], k)  # a restart may follow the last
+    values, relative = _refine(M, V[..., :m] @ Y[..., : m if m >= n else min(m, k + 1)], k)
+    info["passes"] += 2
+    return values, relative, info, done
+
+
+def lanczos_singular_values(
+    A: torch.Tensor,
+    k: int,
+    *,
+    tol: float = 1e-9,
+    block: int = 1,
+    max_dim: int | None = None,
+    max_steps: int | None = None,
+    seed: int = 0,
+    precision: str = "mixed",
+) -> tuple[torch.Tensor, dict]:
+    """The k largest singular values of each matrix by thick-restart (block) Lanczos on A^T A,
+    batched.
+
+    Why: a full SVD of a T x T matrix costs ~15 s at T = 4096 here and ~15 min at T = 16384,
+    while sigma_1 and sigma_2 need only a few hundred matrix-vector products, which run at
+    memory bandwidth. The basis V is kept orthonormal (full reorthogonalisation) and
+    W = A V, Z = A^T W are stored, so the Ritz values are exact Rayleigh-Ritz values of
+    A^T A (from below) and every residual ||A^T u - sigma v|| comes without another pass.
+    A value is accepted when its residual is <= tol * sigma_1 (then a singular value of A
+    lies within tol * sigma_1: "certified"), or when it has settled (`_settled`): values
+    inside a tight cluster, such as the edge of the quarter-circle bulk, converge long
+    before their vectors do. Works on any device; the start block comes from `seed`, so the
+    result is deterministic (for a given number of torch threads).
+
+    precision "mixed" (the default) runs the Krylov steps on a float32 copy of A, whose
+    products read half the bytes, then multiplies the top k + 1 Ritz vectors by A in
+    float64 once (`_refine`). float32 rounding leaves those vectors ~1e-6 off and their
+    Ritz values up to ~1e-8 sigma_1 off, but the refined values only ~1e-12 sigma_1 off:
+    as accurate as with "double" (float64 products throughout), so each value is still
+    within tol * sigma_1; the extra vector keeps a pair sigma_k ~ sigma_(k+1) that float32
+    rounding mixes inside the span. Where float32 cannot get there (tol < 1e-11, or
+    sigma_k < 1e-3 sigma_1: sigma_k^2 below float32's resolution next to sigma_1^2) it runs
+    "double". The refined residuals stay near 1e-7, so only "double" certifies below that.
+    Returns (values (..., k), info) with info: steps, passes (products with A or A^T,
+    `block` columns each, the refinement's included), bytes (of A read by all products),
+    precision (the one that gave the values), dim, residual (largest relative residual,
+    float64), certified, converged.
+    """
+    check_matrix("A", A)
+    k, block = check_int("k", k, minimum=1), check_int("block", block, minimum=1)
+    tol = check_float("tol", tol, positive=True)
+    precision = check_choice("precision", precision, ("mixed", "double"))
+    M = A.to(torch.float64)
+    M = M.mT if M.shape[-2] < M.shape[-1] else M  # the smaller Gram matrix
+    n = M.shape[-1]
+    if k > n:
+        raise ParameterError(f"k must be at most min(rows, cols) = {n}, got {k}")
+    cap = min(n, max_dim or max(128, 4 * (k + block)))
+    if cap < min(n, k + block):
+        raise ParameterError(f"max_dim must be at least k + block = {k + block}, got {max_dim}")
+    max_steps = max_steps or 20 * n // block + 100
+    values, read = None, 0  # read: bytes of A, once per product A^T A V where it is fused
+    if precision == "mixed" and tol >= _MIXED_MIN_TOL:
+        P = M.to(torch.float32, memory_format=torch.contiguous_format)
+        values, relative, info, done = _krylov(M, P, k, tol, block, cap, max_steps, seed)
+        read = info["steps"] * P.nbytes + (values is not None) * M.nbytes
+        del P  # before a fallback allocates its own basis
+    if values is None:
+        precision = "double"
+        values, relative, info, done = _krylov(M, M, k, tol, block, cap, max_steps, seed)
+        read += info["steps"] * M.nbytes
+    info["bytes"] = read * (1 if _fused(M) else 2)
+    info["precision"] = precision
+    info["residual"] = float(relative.max())
+    info["certified"] = bool(info["certified"] or info["residual"] <= tol)
     info["converged"] = done
     if not done:
         message = (
@@ -243,7 +335,7 @@ def lanczos_singular_values(
             f"{info['residual']:.1e} > tol {tol:.1e}"
         )
         warnings.warn(message, RuntimeWarning, stacklevel=2)
-    return torch.linalg.svdvals(W[..., :m])[..., :k].to(A.device), info
+    return values.to(A.device), info
 
 
 def top_singular_values(
