@@ -21,7 +21,7 @@ are not counted). Both stacks must agree on mu to 1e-5 (float32) / 1e-10 (float6
 its first-layer value, or it stops (relative to mu itself would not do: once tokens
 collapse, mu is rounding noise).
 
-    python benchmarks/san_throughput.py [--rounds 3] [--batch 32] [--tokens 128] [--layers 12]
+    python benchmarks/san_throughput.py [--rounds 6] [--batch 32] [--tokens 128] [--layers 12]
 """
 
 from __future__ import annotations
@@ -43,14 +43,17 @@ def useful_flops(batch: int, n: int, d: int, layers: int) -> float:
 
 
 def best_times(candidates: dict, rounds: int) -> dict[str, float]:
-    """The best of `rounds` wall times of each candidate, measured round by round."""
+    """The best of `rounds` wall times of each candidate, measured round by round, each round
+    starting one candidate later (what ran just before, e.g. a freed GEMM's memory handed back
+    to the system, weighs on every candidate in turn)."""
     for fn in candidates.values():
         fn()  # warm-up: allocator, thread pool, kernel selection
-    best = dict.fromkeys(candidates, float("inf"))
-    for _ in range(rounds):
-        for name, fn in candidates.items():
+    names = list(candidates)
+    best = dict.fromkeys(names, float("inf"))
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             start = time.perf_counter()
-            fn()
+            candidates[name]()
             best[name] = min(best[name], time.perf_counter() - start)
     return best
 
@@ -130,7 +133,7 @@ def measure(dtype, args) -> tuple[float, dict[str, float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--layers", type=int, default=12)
@@ -146,8 +149,11 @@ def main() -> None:
         peak = seconds["peak: one GEMM"]
         print(f"{name}: {flops / 1e9:.0f} GFLOP per run")
         for candidate, s in seconds.items():
-            rate = "" if candidate == "draw alone" else f"{flops / s / 1e9:6.1f} GFLOP/s, "
-            print(f"  {candidate:22s} {s:7.3f} s  {rate}{peak / s:.2f} of peak")
+            if candidate == "draw alone":
+                share = f"({s / seconds['SAN, fresh']:.0%} of the fresh run)"
+            else:
+                share = f"{flops / s / 1e9:6.1f} GFLOP/s, {peak / s:.2f} of peak"
+            print(f"  {candidate:22s} {s:7.3f} s  {share}")
         for kind in ("eager", "sdpa"):
             if (peer := seconds.get(f"transformers ({kind})")) is not None:
                 print(

@@ -216,13 +216,24 @@ def init_layers(
         yield init_layer(config, layer, seed, dtype=dtype, device=device)
 
 
-def _affine(X, W, b):
-    """X @ W + b, as one fused BLAS call when the weights are shared across the batch."""
-    if b is None:
+def _affine(X, W, b, workspace: dict | None = None):
+    """X @ W + b, as one fused BLAS call when the weights are shared across the batch.
+
+    workspace: a dict kept across layers, whose buffer takes the product when W is shared
+    (a fresh block of more than 32 MB is mapped anew by the allocator every time, and its
+    page faults cost as much as the softmax)."""
+    if W.ndim != 2:
+        return X @ W if b is None else X @ W + b
+    if workspace is None and b is None:
         return X @ W
-    if W.ndim == 2:
-        return torch.addmm(b, X.reshape(-1, X.shape[-1]), W).reshape(*X.shape[:-1], W.shape[-1])
-    return X @ W + b
+    X2 = X.reshape(-1, X.shape[-1])
+    out = None
+    if workspace is not None:
+        out = workspace.get("product")
+        if out is None or out.shape != (len(X2), W.shape[-1]) or out.dtype != X.dtype:
+            out = workspace["product"] = X.new_empty(len(X2), W.shape[-1])
+    product = torch.mm(X2, W, out=out) if b is None else torch.addmm(b, X2, W, out=out)
+    return product.view(*X.shape[:-1], W.shape[-1])
 
 
 def _joined(*parts: torch.Tensor) -> torch.Tensor:
@@ -259,20 +270,24 @@ def _fused_attention(q, k, v, mask, scale):
     return out.transpose(-3, -2).reshape(*batch, n, heads * width)
 
 
-def self_attention(X, w: LayerWeights, config: SANConfig, mask=None, scale=None, *, weights=True):
+def self_attention(
+    X, w: LayerWeights, config: SANConfig, mask=None, scale=None, *, weights=True, workspace=None
+):
     """Multi-head masked attention; returns (output (..., n, d), attention (..., heads, n, n)).
 
     scale: sqrt(d_qk), None for the head width; a float, or a tensor broadcastable to
     (..., heads, n, n) (see attention.temperature_scale). weights=False returns None for
     the attention and runs torch's fused scaled_dot_product_attention (several times
-    faster; rounding differs from the explicit softmax in the last bits).
+    faster; rounding differs from the explicit softmax in the last bits). workspace: a
+    dict the caller keeps from layer to layer, in which the fused Q/K/V projection reuses
+    one buffer (nothing returned refers to it).
     """
     d, n_heads, head_dim = config.d, config.n_heads, config.head_dim
     W = _joined(w.W_Q, w.W_K, w.W_V)
     b = None if w.b_Q is None else _joined(w.b_Q, w.b_K, w.b_V)
     q, k, v = (
         t.unflatten(-1, (n_heads, head_dim)).transpose(-3, -2)
-        for t in _affine(X, W, b).split(d, dim=-1)
+        for t in _affine(X, W, b, workspace).split(d, dim=-1)
     )
     scale = math.sqrt(head_dim) if scale is None else scale
     if weights or config.remove_outlier:
@@ -297,12 +312,14 @@ def _layernorm(X, config: SANConfig, weight, bias):
     return LAYERNORMS["centered"](X, config.ln_eps, weight, bias)
 
 
-def apply_layer(X, w: LayerWeights, config: SANConfig, mask=None, scale=None, *, weights=True):
-    """One layer of the configured variant; returns (X', attention matrices). scale and
-    weights (False: no attention matrices, the fused kernel) as in self_attention."""
+def apply_layer(
+    X, w: LayerWeights, config: SANConfig, mask=None, scale=None, *, weights=True, workspace=None
+):
+    """One layer of the configured variant; returns (X', attention matrices). scale, weights
+    (False: no attention matrices, the fused kernel) and workspace as in self_attention."""
     if config.variant == "full" and config.pre_ln:
-        return _pre_ln_layer(X, w, config, mask, scale, weights)
-    y, A = self_attention(X, w, config, mask, scale, weights=weights)
+        return _pre_ln_layer(X, w, config, mask, scale, weights, workspace)
+    y, A = self_attention(X, w, config, mask, scale, weights=weights, workspace=workspace)
     variant = config.variant
     if variant == "attention":
         return y, A
@@ -321,12 +338,11 @@ def _ffn(h, w: LayerWeights, config: SANConfig):
     return _affine(ACTIVATIONS[config.activation](_affine(h, w.W_1, w.b_1)), w.W_2, w.b_2)
 
 
-def _pre_ln_layer(X, w: LayerWeights, config: SANConfig, mask, scale, weights):
+def _pre_ln_layer(X, w: LayerWeights, config: SANConfig, mask, scale, weights, workspace):
     """GPT-2's layer: H = X + SA(LN1(X)); X' = H + MLP(LN2(H)) (the residual stream is never
     normalised)."""
-    y, A = self_attention(
-        _layernorm(X, config, w.ln1_weight, w.ln1_bias), w, config, mask, scale, weights=weights
-    )
+    normed = _layernorm(X, config, w.ln1_weight, w.ln1_bias)
+    y, A = self_attention(normed, w, config, mask, scale, weights=weights, workspace=workspace)
     h = y.add_(X)
     return _ffn(_layernorm(h, config, w.ln2_weight, w.ln2_bias), w, config).add_(h), A
 
@@ -409,7 +425,7 @@ def simulate(
     per_seed = isinstance(seed, Sequence)
     history = {name: [value.cpu()] for name, value in _metrics.evaluate(X0, names).items()}
     eps_history = [torch.full(X0.shape[:-2], math.nan, dtype=torch.float64)]
-    X = X0
+    X, workspace = X0, {}
     for layer, w in enumerate(
         tqdm(weights, total=config.n_layers, desc="layers", disable=not progress, leave=False)
     ):
@@ -422,6 +438,7 @@ def simulate(
             mask,
             scale,
             weights=record_epsilon,
+            workspace=workspace,
         )
         for name, value in _metrics.evaluate(X, names).items():
             history[name].append(value.cpu())

@@ -167,11 +167,12 @@ def run_job(
     )
     layers = init_layers(drawer, job.seed, dtype=X.dtype, device=X.device)
     bar = tqdm(layers, total=drawer.n_layers, desc="layers", disable=not progress, leave=False)
+    workspace = {}  # one projection buffer for every layer and config (san.self_attention)
     for layer, w in enumerate(bar):
         layer_mask = mask[layer % len(mask)]
         for label, config in job.group.items():
             states[label], _ = apply_layer(
-                states[label], w, config, layer_mask, scale, weights=False
+                states[label], w, config, layer_mask, scale, weights=False, workspace=workspace
             )
             for name, value in _metrics.evaluate(states[label], names).items():
                 history[label][name].append(value.cpu())
