@@ -55,6 +55,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from threadpoolctl import threadpool_limits
 
 from collapse import gap, runtime
 
@@ -172,15 +173,8 @@ def load_official(path: Path) -> types.SimpleNamespace:
 
 
 def blas_threads(n: int):
-    """numpy's BLAS (the official X_0 QR) on n threads (0: as is), via threadpoolctl."""
-    if not n:
-        return contextlib.nullcontext()
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        print("(threadpoolctl not installed: numpy's BLAS threads are not limited)")
-        return contextlib.nullcontext()
-    return threadpool_limits(n)
+    """numpy's BLAS (the official X_0 QR) on n threads (0: as is)."""
+    return threadpool_limits(n) if n else contextlib.nullcontext()
 
 
 @torch.inference_mode()

@@ -9,6 +9,7 @@ sigma_2 / sigma_1 ~ 2 / sqrt(T) is what causes rank collapse in width.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +18,7 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 from scipy.sparse.linalg import svds
+from threadpoolctl import ThreadpoolController
 
 from . import rng
 from .checks import ParameterError, check_choice, check_float, check_int, check_matrix
@@ -39,6 +41,7 @@ __all__ = [
 _LOG2 = math.log(2.0)
 _MIXED_MIN_TOL = 1e-11  # below: float32 Ritz vectors (~1e-6 off) no longer carry the values
 _MIXED_REACH = 1e-3  # sigma_k / sigma_1 below this: sigma_k^2 drowns in float32 rounding
+_RESIDUAL_EVERY = 4  # steps between residual checks, which read all of V and Z
 
 
 def random_logits(T: int, *, generator: torch.Generator | None = None, batch=()) -> torch.Tensor:
@@ -94,61 +97,93 @@ def _svds_top(matrix: np.ndarray, k: int) -> np.ndarray:
 
 
 def _orthonormal_block(F: torch.Tensor, V: torch.Tensor | None) -> torch.Tensor:
-    """Orthonormal columns spanning F with V's span projected out: two rounds of Gram-Schmidt, each
-    followed by QR."""
-    for _ in range(2):
-        if V is not None and V.shape[-1]:
-            F = F - V @ (V.mT @ F)
+    """Orthonormal columns spanning F with V's span projected out: rounds of Gram-Schmidt, each
+    followed by QR, until one keeps more than half of the block's norm (at most 4).
+
+    Why: two rounds are enough unless F lies in V's span up to rounding (A^T A maps the
+    basis into itself, as for a rank-one A): then what is left after a round is mostly the
+    rounding of the round itself, which lies in V's span again, and each further round
+    strips it; two rounds there lost orthogonality step by step until the Ritz values
+    exceeded sigma_1 a hundredfold."""
+    if V is None or not V.shape[-1]:
+        return torch.linalg.qr(F).Q
+    for round in range(4):
+        before = torch.linalg.vector_norm(F, dim=-2)
+        F = F - V @ (V.mT @ F)
+        kept = bool((torch.linalg.vector_norm(F, dim=-2) > before / 2).all())
         F = torch.linalg.qr(F).Q
+        if round and kept:
+            break
     return F
 
 
 def _gram_product(
-    M: torch.Tensor, V: torch.Tensor, rows: int = 64
+    M: torch.Tensor, V: torch.Tensor, block_bytes: int = 2**21
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(W, Z) = (M V, M^T M V) with M read once: for each block of rows R, W_R = R V and Z += R^T
     W_R.
 
     Why: for large T the products run at memory bandwidth, so reading M once instead of
-    twice saves up to half the time; the row blocks fit in cache. Each column of V gets its
-    own matrix-vector products, because torch's (MKL's) products with 2-8 columns run
-    3-10x slower here than that many matrix-vector products, and the rows are split among
-    torch's threads, one Python thread each, because MKL keeps a product of 32 rows on one
-    core. Batched or non-CPU M: the same two products, unfused.
+    twice saves up to half the time; a block of about `block_bytes` is still in cache for
+    its second product (at T = 16384 in float32, blocks of 1.5-4 MiB ran within a few % of
+    each other here, 0.5 MiB ones, with four times the calls, up to 2x slower). Each
+    column of V gets its own matrix-vector products (products with 2-8 columns run 3-10x
+    slower here than that many matrix-vector products), and the rows are split among
+    torch's threads, one Python thread each, with numpy's BLAS held to one thread per
+    call: its matrix-vector products (OpenBLAS in numpy's wheels) made a Lanczos run
+    8-12 % faster here than torch's (MKL), and its calls cost half as long. Batched or
+    non-CPU M: the same two products in torch, unfused.
     """
     if not _fused(M):
         W = M @ V
         return W, (W.mT @ M).mT
-    Wt, Vt = M.new_empty(V.shape[-1], M.shape[0]), V.mT.contiguous()
+    Mn = M.detach().numpy()
+    Wn = np.empty((V.shape[-1], M.shape[0]), Mn.dtype)
+    Vn = np.ascontiguousarray(V.detach().mT.numpy(), dtype=Mn.dtype)
+    rows = max(1, block_bytes // (Mn.shape[1] * Mn.itemsize))
 
-    def part(lo: int, hi: int) -> torch.Tensor:
-        Zt = M.new_zeros(V.shape[-1], M.shape[-1])
-        columns = list(zip(Vt, Wt, Zt, strict=True))  # split once: per block, only slices
+    def part(lo: int, hi: int) -> np.ndarray:
+        Zn, row = np.zeros((len(Vn), Mn.shape[1]), Mn.dtype), np.empty(Mn.shape[1], Mn.dtype)
         for i in range(lo, hi, rows):
-            R = M[i : i + rows] if i + rows <= hi else M[i:hi]
-            for v, w, z in columns:
-                w_R = w[i : i + len(R)]
-                torch.mv(R, v, out=w_R)
-                z.addmv_(R.mT, w_R)
-        return Zt
+            R = Mn[i : min(i + rows, hi)]
+            for v, w, z in zip(Vn, Wn[:, i : i + len(R)], Zn, strict=True):
+                np.dot(R, v, out=w)
+                np.dot(w, R, out=row)
+                z += row
+        return Zn
 
     parts = max(1, min(torch.get_num_threads(), M.numel() // 2**22))  # >= 4M entries each
     bounds = [M.shape[0] * j // parts // rows * rows for j in range(parts)] + [M.shape[0]]
     spans = list(zip(bounds[:-1], bounds[1:], strict=True))
-    with use_threads(1), ThreadPoolExecutor(parts - 1 or 1) as pool:
+    with _one_blas_thread(), ThreadPoolExecutor(parts - 1 or 1) as pool:
         others = [pool.submit(part, lo, hi) for lo, hi in spans[1:]]
-        Zt = part(*spans[0])
+        Zn = part(*spans[0])
         for other in others:
-            Zt += other.result()
-    return Wt.mT, Zt.mT
+            Zn += other.result()
+    return torch.from_numpy(Wn).mT, torch.from_numpy(Zn).mT
 
 
-def _ritz(G: torch.Tensor, V: torch.Tensor, Z: torch.Tensor, k: int):
+@functools.cache
+def _blas() -> ThreadpoolController:
+    """numpy's (and scipy's) BLAS libraries, found once."""
+    return ThreadpoolController()
+
+
+def _one_blas_thread():
+    """numpy's BLAS on one thread per call until the block ends: `_gram_product` runs one Python
+    thread per core, and a BLAS that also spreads each small product over the cores only
+    makes them wait for each other."""
+    return _blas().limit(limits=1, user_api="blas")
+
+
+def _ritz(G: torch.Tensor, V: torch.Tensor, Z: torch.Tensor, k: int, residuals: bool = True):
     """Ritz values sigma (descending), vectors Y, and the top-k relative residuals ||A^T u - sigma
-    v|| / sigma_1."""
+    v|| / sigma_1 (inf when not `residuals`: they read all of V and Z, the values only G)."""
     theta, Y = torch.linalg.eigh((G + G.mT) / 2)
     theta, Y = theta.flip(-1).clamp_min(0), Y.flip(-1)
     sigma, top = theta.sqrt(), min(k, theta.shape[-1])
+    if not residuals:
+        return sigma, Y, torch.full_like(sigma[..., :top], math.inf)
     R = Z @ Y[..., :top] - (V @ Y[..., :top]) * theta[..., None, :top]
     s1 = sigma[..., :1]
     relative = torch.linalg.vector_norm(R, dim=-2) / (sigma[..., :top] * s1).clamp_min(1e-300)
@@ -229,7 +264,8 @@ def _krylov(
         with use_threads(1) if small else contextlib.nullcontext():
             G[..., :m, new] = V[..., :m].mT @ Z[..., new]
             G[..., new, :m] = G[..., :m, new].mT.clone()
-            sigma, Y, relative = _ritz(G[..., :m, :m], V[..., :m], Z[..., :m], k)
+            check = step % _RESIDUAL_EVERY == 0
+            sigma, Y, relative = _ritz(G[..., :m, :m], V[..., :m], Z[..., :m], k, check)
             info = {"steps": step, "passes": 2 * step, "dim": m}
             if m >= k:
                 if P is not M and bool((sigma[..., k - 1] < _MIXED_REACH * sigma[..., 0]).any()):
@@ -255,8 +291,9 @@ def _krylov(
             V[..., m : m + b] = F
     info["certified"] = m >= n  # the whole space: exact
     if P is M:
+        _, _, relative = _ritz(G[..., :m, :m], V[..., :m], Z[..., :m], k)
         return torch.linalg.svdvals(W[..., :m])[..., :k], relative, info, done
-    _, Y, _ = _ritz(G[..., :m, :m], V[..., :m], Z[..., :m], k)  # a restart may follow the last
+    _, Y, _ = _ritz(G[..., :m, :m], V[..., :m], Z[..., :m], k, False)  # a restart may follow
     values, relative = _refine(M, V[..., :m] @ Y[..., : m if m >= n else min(m, k + 1)], k)
     info["passes"] += 2
     return values, relative, info, done
