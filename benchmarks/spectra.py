@@ -10,8 +10,9 @@ time, steps, speed-up, the largest |difference| relative to sigma_1 (targets: <=
 >= 18x the full SVD at T = 4096 and >= 10x ARPACK at T = 16384) and the bandwidth floor:
 the bytes of A the products read (info["bytes"]) over the read bandwidth measured in the
 same process (the best of five A.sum() over the float32 copy of A), so time / floor says
-how close to the memory limit the method runs. Lanczos and ARPACK each run --repeats
-times and the best counts (the full SVD, minutes long, runs once).
+how close to the memory limit the method runs. Lanczos and ARPACK run in turn for
+--repeats rounds and each one's best run counts (the full SVD, minutes long, runs once);
+every run's time is printed.
 
     python benchmarks/spectra.py [--T 4096 16384] [--k 2] [--full-svd-max 4096] [--repeats 2]
 """
@@ -39,11 +40,21 @@ def arpack(A: torch.Tensor, k: int, ncv: int, seed: int) -> np.ndarray:
     return np.sort(values)[::-1]
 
 
-def best_of(repeats: int, fn):
-    """(value, seconds) of the fastest of `repeats` runs: a busy machine only ever slows a run,
-    and Lanczos and ARPACK get the same number of tries."""
-    runs = [timed(fn) for _ in range(repeats)]
-    return min(runs, key=lambda run: run[1])
+def best_of_rounds(repeats: int, *fns) -> list[tuple[object, float, list[float]]]:
+    """(value, seconds, every run's seconds) of the fastest run of each function, called in turn
+    for `repeats` rounds: a busy machine only ever slows a run, every function gets the same
+    number of tries, and each round spreads one stretch of load over all of them."""
+    runs = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, done in zip(fns, runs, strict=True):
+            done.append(timed(fn))
+    return [
+        (*min(done, key=lambda run: run[1]), [seconds for _, seconds in done]) for done in runs
+    ]
+
+
+def listed(seconds: list[float]) -> str:
+    return ", ".join(f"{s:.2f}" for s in seconds)
 
 
 def read_bandwidth(A: torch.Tensor) -> float:
@@ -77,17 +88,20 @@ def main() -> None:
             )
         )
         bandwidth = read_bandwidth(A)
-        (values, info), seconds = best_of(
-            args.repeats,
-            lambda A=A: markov.lanczos_singular_values(
+
+        def lanczos(A=A):
+            return markov.lanczos_singular_values(
                 A, args.k, block=args.block, precision=args.precision
-            ),
-        )
+            )
+
         if size <= args.full_svd_max:
+            [((values, info), seconds, runs)] = best_of_rounds(args.repeats, lanczos)
             truth, ref_seconds = timed(lambda A=A: torch.linalg.svdvals(A)[: args.k].numpy())
-            ref_name, ref_check = "full SVD", ""
+            ref_runs, ref_name, ref_check = [ref_seconds], "full SVD", ""
         else:
-            truth, ref_seconds = best_of(args.repeats, lambda A=A: arpack(A, args.k, 64, 0))
+            ((values, info), seconds, runs), (truth, ref_seconds, ref_runs) = best_of_rounds(
+                args.repeats, lanczos, lambda A=A: arpack(A, args.k, 64, 0)
+            )
             second = arpack(A, args.k, 32, 1)
             ref_name = "ARPACK svds"
             ref_check = (
@@ -97,11 +111,13 @@ def main() -> None:
         error = float(np.abs(values.numpy() - truth).max() / truth[0])
         floor = info["bytes"] / bandwidth
         print(
-            f"T = {size}: Lanczos ({info['precision']}) {seconds:.2f} s, {info['steps']} steps "
+            f"T = {size}: Lanczos ({info['precision']}) {seconds:.2f} s (runs {listed(runs)}), "
+            f"{info['steps']} steps "
             f"({info['passes']} products with A or A^T, the refinement's included), "
             f"{info['bytes'] / 2**30:.1f} GiB of A read: bandwidth floor {floor:.2f} s "
             f"at {bandwidth / 1e9:.1f} GB/s (A.sum()), time / floor {seconds / floor:.1f}\n"
-            f"  {ref_name} {ref_seconds:.2f} s, speed-up {ref_seconds / seconds:.1f}x; "
+            f"  {ref_name} {ref_seconds:.2f} s (runs {listed(ref_runs)}), "
+            f"speed-up {ref_seconds / seconds:.1f}x; "
             f"max |difference| / sigma_1 = {error:.1e}{ref_check}\n"
             f"  sigma = {', '.join(f'{v:.12f}' for v in values.tolist())}; "
             f"drawing A took {draw:.1f} s (not timed)"
