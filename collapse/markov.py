@@ -130,9 +130,10 @@ def _gram_product(
     column of V gets its own matrix-vector products (products with 2-8 columns run 3-10x
     slower here than that many matrix-vector products), and the rows are split among
     torch's threads, one Python thread each, with numpy's BLAS held to one thread per
-    call: its matrix-vector products (OpenBLAS in numpy's wheels) made a Lanczos run
-    8-12 % faster here than torch's (MKL), and its calls cost half as long. Batched or
-    non-CPU M: the same two products in torch, unfused.
+    call (spreading each block over the cores as well made the timings erratic): its
+    matrix-vector products (OpenBLAS in numpy's wheels) made a Lanczos run 8-12 % faster
+    here than torch's (MKL), and its calls cost half as long. Batched or non-CPU M: the
+    same two products in torch, unfused.
     """
     if not _fused(M):
         W = M @ V
@@ -155,7 +156,7 @@ def _gram_product(
     parts = max(1, min(torch.get_num_threads(), M.numel() // 2**22))  # >= 4M entries each
     bounds = [M.shape[0] * j // parts // rows * rows for j in range(parts)] + [M.shape[0]]
     spans = list(zip(bounds[:-1], bounds[1:], strict=True))
-    with _one_blas_thread(), ThreadPoolExecutor(parts - 1 or 1) as pool:
+    with _blas().limit(limits=1, user_api="blas"), ThreadPoolExecutor(parts - 1 or 1) as pool:
         others = [pool.submit(part, lo, hi) for lo, hi in spans[1:]]
         Zn = part(*spans[0])
         for other in others:
@@ -165,15 +166,8 @@ def _gram_product(
 
 @functools.cache
 def _blas() -> ThreadpoolController:
-    """numpy's (and scipy's) BLAS libraries, found once."""
+    """numpy's (and scipy's) BLAS libraries, found once (a search costs 0.6 ms, a limit 9 us)."""
     return ThreadpoolController()
-
-
-def _one_blas_thread():
-    """numpy's BLAS on one thread per call until the block ends: `_gram_product` runs one Python
-    thread per core, and a BLAS that also spreads each small product over the cores only
-    makes them wait for each other."""
-    return _blas().limit(limits=1, user_api="blas")
 
 
 def _ritz(G: torch.Tensor, V: torch.Tensor, Z: torch.Tensor, k: int, residuals: bool = True):
