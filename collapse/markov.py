@@ -18,7 +18,6 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 from scipy.sparse.linalg import svds
-from threadpoolctl import ThreadpoolController
 
 from . import rng
 from .checks import ParameterError, check_choice, check_float, check_int, check_matrix
@@ -117,57 +116,76 @@ def _orthonormal_block(F: torch.Tensor, V: torch.Tensor | None) -> torch.Tensor:
     return F
 
 
-def _gram_product(
-    M: torch.Tensor, V: torch.Tensor, block_bytes: int = 2**21
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(W, Z) = (M V, M^T M V) with M read once: for each block of rows R, W_R = R V and Z += R^T
-    W_R.
+def _gram_product(M: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(W, Z) = (M V, M^T M V) with M read from memory once (`_gram_rows`, compiled).
 
     Why: for large T the products run at memory bandwidth, so reading M once instead of
-    twice saves up to half the time; a block of about `block_bytes` is still in cache for
-    its second product (at T = 16384 in float32, blocks of 1.5-4 MiB ran within a few % of
-    each other here, 0.5 MiB ones, with four times the calls, up to 2x slower). Each
-    column of V gets its own matrix-vector products (products with 2-8 columns run 3-10x
-    slower here than that many matrix-vector products), and the rows are split among
-    torch's threads, one Python thread each, with numpy's BLAS held to one thread per
-    call (spreading each block over the cores as well made the timings erratic): its
-    matrix-vector products (OpenBLAS in numpy's wheels) made a Lanczos run 8-12 % faster
-    here than torch's (MKL), and its calls cost half as long. Batched or non-CPU M: the
-    same two products in torch, unfused.
+    twice saves up to half the time. The rows are split among torch's threads, one Python
+    thread each (the kernel releases the GIL), and their partial Z are added in a fixed
+    order. Batched, strided or non-CPU M: the same two products in torch, unfused.
     """
     if not _fused(M):
         W = M @ V
         return W, (W.mT @ M).mT
     Mn = M.detach().numpy()
-    Wn = np.empty((V.shape[-1], M.shape[0]), Mn.dtype)
     Vn = np.ascontiguousarray(V.detach().mT.numpy(), dtype=Mn.dtype)
-    rows = max(1, block_bytes // (Mn.shape[1] * Mn.itemsize))
-
-    def part(lo: int, hi: int) -> np.ndarray:
-        Zn, row = np.zeros((len(Vn), Mn.shape[1]), Mn.dtype), np.empty(Mn.shape[1], Mn.dtype)
-        for i in range(lo, hi, rows):
-            R = Mn[i : min(i + rows, hi)]
-            for v, w, z in zip(Vn, Wn[:, i : i + len(R)], Zn, strict=True):
-                np.dot(R, v, out=w)
-                np.dot(w, R, out=row)
-                z += row
-        return Zn
-
+    Wn = np.empty((len(Vn), M.shape[0]), Mn.dtype)
     parts = max(1, min(torch.get_num_threads(), M.numel() // 2**22))  # >= 4M entries each
-    bounds = [M.shape[0] * j // parts // rows * rows for j in range(parts)] + [M.shape[0]]
-    spans = list(zip(bounds[:-1], bounds[1:], strict=True))
-    with _blas().limit(limits=1, user_api="blas"), ThreadPoolExecutor(parts - 1 or 1) as pool:
-        others = [pool.submit(part, lo, hi) for lo, hi in spans[1:]]
-        Zn = part(*spans[0])
+    bounds = [M.shape[0] * j // parts for j in range(parts + 1)]
+    Zs = np.zeros((parts, *Vn.shape), Mn.dtype)
+    spans = [(Mn, Vn, Wn, Zs[j], bounds[j], bounds[j + 1]) for j in range(parts)]
+    kernel = _compiled(_gram_rows)
+    with ThreadPoolExecutor(parts - 1 or 1) as pool:
+        others = [pool.submit(kernel, *span) for span in spans[1:]]
+        kernel(*spans[0])
         for other in others:
-            Zn += other.result()
-    return torch.from_numpy(Wn).mT, torch.from_numpy(Zn).mT
+            other.result()
+    return torch.from_numpy(Wn).mT, torch.from_numpy(Zs.sum(axis=0)).mT
 
 
 @functools.cache
-def _blas() -> ThreadpoolController:
-    """numpy's (and scipy's) BLAS libraries, found once (a search costs 0.6 ms, a limit 9 us)."""
-    return ThreadpoolController()
+def _compiled(kernel):
+    """`kernel` compiled by numba, which releases the GIL, on first use (importing numba takes
+    0.4 s; the machine code is cached on disk). "reassoc" lets the sums be vectorised, in an
+    order fixed for a given build and machine."""
+    import numba
+
+    return numba.njit(nogil=True, fastmath={"reassoc", "contract"}, cache=True)(kernel)
+
+
+def _gram_rows(M, V, W, Z, lo, hi):
+    """W[c, i] = M[i] . V[c] and Z[c] += W[c, i] M[i] for the rows lo <= i < hi, four rows at a
+    time: each row comes from memory once, for its dot products, and from cache for Z.
+
+    Why compiled: a library call per block of rows reads each block twice, the second
+    time from a cache shared with other processes; fusing per row made a Lanczos product
+    at T = 16384 run at the read bandwidth (numpy's BLAS per 2 MiB block: 1.2-1.4x slower).
+    """
+    b, n = V.shape
+    zero = M.dtype.type(0)
+    four = lo + (hi - lo) // 4 * 4
+    for i in range(lo, four, 4):
+        for c in range(b):
+            s0 = s1 = s2 = s3 = zero
+            for j in range(n):
+                v = V[c, j]
+                s0 += M[i, j] * v
+                s1 += M[i + 1, j] * v
+                s2 += M[i + 2, j] * v
+                s3 += M[i + 3, j] * v
+            W[c, i], W[c, i + 1], W[c, i + 2], W[c, i + 3] = s0, s1, s2, s3
+        for c in range(b):
+            s0, s1, s2, s3 = W[c, i], W[c, i + 1], W[c, i + 2], W[c, i + 3]
+            for j in range(n):
+                Z[c, j] += s0 * M[i, j] + s1 * M[i + 1, j] + s2 * M[i + 2, j] + s3 * M[i + 3, j]
+    for i in range(four, hi):  # the last rows, one at a time
+        for c in range(b):
+            s = zero
+            for j in range(n):
+                s += M[i, j] * V[c, j]
+            W[c, i] = s
+            for j in range(n):
+                Z[c, j] += s * M[i, j]
 
 
 def _ritz(G: torch.Tensor, V: torch.Tensor, Z: torch.Tensor, k: int, residuals: bool = True):
@@ -178,7 +196,7 @@ def _ritz(G: torch.Tensor, V: torch.Tensor, Z: torch.Tensor, k: int, residuals: 
     sigma, top = theta.sqrt(), min(k, theta.shape[-1])
     if not residuals:
         return sigma, Y, torch.full_like(sigma[..., :top], math.inf)
-    R = Z @ Y[..., :top] - (V @ Y[..., :top]) * theta[..., None, :top]
+    R = _combine(Z, Y[..., :top]) - _combine(V, Y[..., :top]) * theta[..., None, :top]
     s1 = sigma[..., :1]
     relative = torch.linalg.vector_norm(R, dim=-2) / (sigma[..., :top] * s1).clamp_min(1e-300)
     return (
@@ -186,6 +204,12 @@ def _ritz(G: torch.Tensor, V: torch.Tensor, Z: torch.Tensor, k: int, residuals: 
         Y,
         torch.where(s1 > 0, relative, torch.zeros_like(relative)),
     )  # zero matrix: nothing to do
+
+
+def _combine(B: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+    """B Y for a basis B stored column by column, as (Y^T B^T)^T: torch's CPU product of such
+    a B (16384 x 100) by a few columns took 11 ms here, the transposed one 0.6 ms."""
+    return (Y.mT @ B.mT).mT
 
 
 def _settled(history: list[torch.Tensor], tol: float, patience: int) -> torch.Tensor:
@@ -218,8 +242,9 @@ def _refine(M: torch.Tensor, X: torch.Tensor, k: int) -> tuple[torch.Tensor, tor
 
 
 def _fused(M: torch.Tensor) -> bool:
-    """Whether `_gram_product` reads M once per product (2-D on the CPU) rather than twice."""
-    return M.ndim == 2 and M.device.type == "cpu"
+    """Whether `_gram_product` reads M once per product (2-D, row-major, on the CPU) rather
+    than twice."""
+    return M.ndim == 2 and M.device.type == "cpu" and M.is_contiguous()
 
 
 def _krylov(
@@ -236,11 +261,11 @@ def _krylov(
     (then followed by `_refine`): (values, relative residuals, info, done); values is None
     when P is float32 and sigma_k < _MIXED_REACH sigma_1, out of float32's reach."""
     n, batch = M.shape[-1], M.shape[:-2]
-    V, Z = M.new_zeros(*batch, n, cap + block), M.new_zeros(*batch, n, cap + block)
-    W, G = (
-        M.new_zeros(*batch, M.shape[-2], cap + block),
-        M.new_zeros(*batch, cap + block, cap + block),
-    )
+    # V, Z, W column by column (each basis vector contiguous): V^T F and V y, the
+    # Gram-Schmidt products, ran 4-6x faster here than on row-major bases
+    V, Z = M.new_zeros(*batch, cap + block, n).mT, M.new_zeros(*batch, cap + block, n).mT
+    W = M.new_zeros(*batch, cap + block, M.shape[-2]).mT
+    G = M.new_zeros(*batch, cap + block, cap + block)
     start = torch.randn(
         *batch, n, min(block, n), generator=rng.generator(seed), dtype=torch.float64
     )
@@ -276,9 +301,9 @@ def _krylov(
                 keep = min(m, max(k + block, (cap + k) // 2))
                 Yk = Y[..., :keep]
                 V[..., :keep], W[..., :keep], Z[..., :keep] = (
-                    V[..., :m] @ Yk,
-                    W[..., :m] @ Yk,
-                    Z[..., :m] @ Yk,
+                    _combine(V[..., :m], Yk),
+                    _combine(W[..., :m], Yk),
+                    _combine(Z[..., :m], Yk),
                 )
                 G[..., :keep, :keep] = torch.diag_embed(sigma[..., :keep] ** 2)
                 m = keep
@@ -288,7 +313,9 @@ def _krylov(
         _, _, relative = _ritz(G[..., :m, :m], V[..., :m], Z[..., :m], k)
         return torch.linalg.svdvals(W[..., :m])[..., :k], relative, info, done
     _, Y, _ = _ritz(G[..., :m, :m], V[..., :m], Z[..., :m], k, False)  # a restart may follow
-    values, relative = _refine(M, V[..., :m] @ Y[..., : m if m >= n else min(m, k + 1)], k)
+    values, relative = _refine(
+        M, _combine(V[..., :m], Y[..., : m if m >= n else min(m, k + 1)]), k
+    )
     info["passes"] += 2
     return values, relative, info, done
 
@@ -337,7 +364,7 @@ def lanczos_singular_values(
     tol = check_float("tol", tol, positive=True)
     precision = check_choice("precision", precision, ("mixed", "double"))
     M = A.to(torch.float64)
-    M = M.mT if M.shape[-2] < M.shape[-1] else M  # the smaller Gram matrix
+    M = (M.mT if M.shape[-2] < M.shape[-1] else M).contiguous()  # the smaller Gram matrix
     n = M.shape[-1]
     if k > n:
         raise ParameterError(f"k must be at most min(rows, cols) = {n}, got {k}")
