@@ -105,7 +105,7 @@ def test_a_claim_broken_on_purpose_fails_its_verdict(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     records = {r["key"]: r for r in runner.collect_records(runner.Project(root))}
-    assert records["w2-collapse-nonnegative"]["passed"] is False
+    assert records["collapse-nonnegative"]["passed"] is False
     verdicts = subprocess.run([*command, "verdicts"], capture_output=True, text=True)
     assert verdicts.returncode == 1
-    assert "w2-collapse-nonnegative [fast]: not-reproduced, expected reproduced" in verdicts.stderr
+    assert "collapse-nonnegative [fast]: not-reproduced, expected reproduced" in verdicts.stderr
