@@ -23,12 +23,14 @@ is float64: the unscaled N(0, 1) value weights overflow float32 within ~9 layers
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
+from scipy import stats
 
 from . import gap, rng
 from .attention import remove_outlier
@@ -48,6 +50,7 @@ __all__ = [
     "VARIANTS",
     "norm_grid",
     "fit_table",
+    "fix_effect",
     "autograd_flops",
 ]
 
@@ -397,3 +400,51 @@ def fit_table(frame: pd.DataFrame) -> pd.DataFrame:
     )
     table.insert(1, "n_zero", zeros.reindex(table.index).to_numpy())
     return table
+
+
+def _mean_ci(x: np.ndarray, level: float) -> tuple[float, float, float, float]:
+    """(mean, low, high, std) of a sample: its Student-t interval at `level`; NaN below 2."""
+    if x.size < 2:
+        return (math.nan,) * 4
+    mean, sd = float(x.mean()), float(x.std(ddof=1))
+    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1)) * sd / math.sqrt(x.size)
+    return mean, mean - half, mean + half, sd
+
+
+def fix_effect(frame: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Per (kind, variant, L), what the fix does to log||J||^2 over the paired seeds.
+
+    Why per seed: a seed draws the same X_0 and weights with and without the fix, so each
+    seed gives its own slope without the fix and its own drop of the slope; their mean is
+    the slope of the seed-mean of log||J||^2 (a least-squares slope is linear in the data,
+    so this agrees with `fit_table`), and their spread gives a Student-t interval at
+    `level` that decides a verdict without depending on the seeds drawn.
+
+    frame: a `norm_grid` with both fixes. Columns: "slope", "slope low", "slope high",
+    "slope sd" (the slope of log||J||^2 against log T without the fix: mean over seeds,
+    interval, seed-to-seed std); "drop", "drop low", "drop high", "drop sd" (that slope
+    minus the slope with the fix); "level drop" (the smallest over T of the seed-mean of
+    log||J||^2 without minus with the fix), "level drop sd" (the seed-to-seed std of that
+    difference at the same T); "n_seeds". A seed with a non-finite log-norm (a norm of
+    exactly 0) in either arm is left out.
+    """
+    rows = {}
+    for key, sub in frame.groupby(["kind", "variant", "L"], sort=False):
+        logs = sub.pivot_table(index="seed", columns=["fix", "T"], values="log_norm")
+        if set(logs.columns.get_level_values("fix")) != {False, True}:
+            raise ParameterError("fix_effect needs the grid with and without the fix")
+        logs = logs[np.isfinite(logs.to_numpy()).all(axis=1)]
+        x = np.log(logs[False].columns.to_numpy(dtype=float))
+        slopes = {f: np.polyfit(x, logs[f].to_numpy().T, 1)[0] for f in (False, True)}
+        gaps = logs[False] - logs[True]  # (seed, T)
+        worst = gaps.mean().idxmin()
+        slope, drop = (_mean_ci(s, level) for s in (slopes[False], slopes[False] - slopes[True]))
+        rows[key] = {
+            **dict(zip(["slope", "slope low", "slope high", "slope sd"], slope, strict=True)),
+            **dict(zip(["drop", "drop low", "drop high", "drop sd"], drop, strict=True)),
+            "level drop": float(gaps[worst].mean()),
+            "level drop sd": float(gaps[worst].std(ddof=1)) if len(gaps) > 1 else math.nan,
+            "n_seeds": len(logs),
+        }
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    return table.rename_axis(["kind", "variant", "L"])

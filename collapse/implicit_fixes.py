@@ -44,6 +44,8 @@ __all__ = [
     "bulk_edge",
     "spike_top",
     "measured_crossover",
+    "median_interval",
+    "crossover_summary",
     "spectrum_sweep",
     "lambda_draws",
     "schedule",
@@ -118,6 +120,93 @@ def measured_crossover(T_values, gains, edges) -> float:
     return math.nan
 
 
+def median_interval(values, level: float = 0.95) -> tuple[float, float, float]:
+    """The median of `values` and its distribution-free confidence interval: the order
+    statistics x_(k) <= median <= x_(n+1-k) with the largest k whose coverage 1 - 2 P(B < k),
+    B ~ Binomial(n, 1/2), is at least `level`; [min, max] when no k reaches it (n < 6 at 95 %:
+    [min, max] then covers 1 - 2^(1-n)). NaN values are dropped.
+
+    Why: a bulk edge is heavy-tailed (chapter 07), so the chapter compares medians over
+    seeds; this interval assumes nothing about their law."""
+    level = check_float("level", level)
+    if not 0 < level < 1:
+        raise ParameterError(f"level must lie in (0, 1), got {level}")
+    x = np.sort(np.asarray(values, dtype=float).ravel())
+    x = x[~np.isnan(x)]
+    n = len(x)
+    if n == 0:
+        raise ParameterError("values must hold at least one number")
+    tails = np.cumsum([math.comb(n, i) for i in range(n + 1)])  # 2^n P(B <= i), exact ints
+
+    def coverage(k: int) -> float:  # of [x_(k), x_(n+1-k)]: 1 - 2 P(B <= k - 1)
+        return 1 - 2 * int(tails[k - 1]) / 2**n
+
+    k = 1
+    while k + 1 <= (n + 1) // 2 and coverage(k + 1) >= level:
+        k += 1
+    return float(np.median(x)), float(x[k - 1]), float(x[n - k])
+
+
+def crossover_summary(frame: pd.DataFrame, lam: float, *, edge_constant: float = 2.0, level=0.95):
+    """What the crossover of A1 - lam A2 looks like in one map's spectra (`spectrum_sweep`
+    rows of one variant and kind: T, seed, gain, edge, ratio), as medians over the seeds at
+    each T with their `median_interval`s.
+
+    Returns a dict: "T* predicted" (`crossover`); "T* measured", the crossing of the median
+    gain and the median edge (`measured_crossover`), with "T* low" and "T* high", the
+    crossings of the median gain with the lower and the upper ends of the edges' intervals
+    (a larger edge crosses later); "below T*/4", the largest median top / edge at T <= T*/4,
+    with "below low" and "below high", the largest lower and upper ends of those medians'
+    intervals; "above 2T*", the smallest median top / edge at T >= 2 T*, with "above
+    spread", the seed-to-seed standard deviation of the ratio at that T; and "n seeds", the
+    fewest seeds of any T. A missing range or crossing gives NaN; an end of the interval that
+    does not cross on the grid, 0 (low) or inf (high).
+    """
+    star = float(crossover(lam, edge_constant))
+    stats = {}
+    for T, group in frame.groupby("T"):
+        edge, edge_low, edge_high = median_interval(group["edge"], level)
+        ratio, ratio_low, ratio_high = median_interval(group["ratio"], level)
+        stats[T] = {
+            "gain": float(group["gain"].median()),
+            "edge": edge,
+            "edge low": edge_low,
+            "edge high": edge_high,
+            "ratio": ratio,
+            "ratio low": ratio_low,
+            "ratio high": ratio_high,
+            "spread": float(group["ratio"].std()),
+            "n": len(group),
+        }
+    table = pd.DataFrame(stats).T.sort_index()
+    T = table.index.to_numpy(float)
+
+    def crossing(edge):  # an end that does not cross on the grid lies beyond it
+        found = measured_crossover(T, table["gain"], table[edge])
+        if math.isnan(found) and not math.isnan(measured):
+            return 0.0 if edge == "edge low" else math.inf
+        return found
+
+    measured = measured_crossover(T, table["gain"], table["edge"])
+
+    below = table[table.index <= star / 4]
+    above = table[table.index >= 2 * star]
+    low_at = above["ratio"].idxmin() if len(above) else None
+    return {
+        "lam": float(lam),
+        "T* predicted": star,
+        "T* measured": measured,
+        "T* low": crossing("edge low"),
+        "T* high": crossing("edge high"),
+        "below T*/4": float(below["ratio"].max()) if len(below) else math.nan,
+        "below low": float(below["ratio low"].max()) if len(below) else math.nan,
+        "below high": float(below["ratio high"].max()) if len(below) else math.nan,
+        "above 2T*": float(above["ratio"].min()) if len(above) else math.nan,
+        "above spread": float(above.loc[low_at, "spread"]) if len(above) else math.nan,
+        "n seeds": int(table["n"].min()),
+    }
+
+
 def spectrum_sweep(
     variants: Mapping[str, dict],
     T_values: Sequence[int],
@@ -125,26 +214,48 @@ def spectrum_sweep(
     *,
     attention: str = "markov",
     device=None,
+    T_max: Mapping[str, float] | None = None,
+    full_T: int | None = None,
+    min_seeds: int = 20,
 ) -> pd.DataFrame:
     """`spectrum` of the first-layer map of every variant (GapConfig keywords: map, lam, fix)
     at every T (d = T), one seed at a time; one row per (variant, T, seed).
 
     Why: the maps of one seed share one draw (`gap.first_maps`), so the variants are paired;
     at T = 4096 a map is 128 MB, so seeds run one after another.
+    T_max: {label: largest T} for the variants needed only up to some T (the others run at
+    every T). full_T: every seed runs up to T = full_T, and above it the first
+    max(min_seeds, n (full_T / T)^2) of the n seeds (a dense SVD costs T^3 and a bulk edge
+    scatters less at larger T: many seeds where they are cheap, fewer where they are not).
     Columns: variant, attention, T, seed, top, gain, edge, ratio (= top / edge).
     """
     if not variants:
         raise ParameterError("variants must name at least one map")
+    T_max = dict(T_max or {})
+    if not set(T_max) <= set(variants):
+        raise ParameterError(
+            f"T_max must name variants of {sorted(variants)}, got {sorted(T_max)}"
+        )
+    seeds = rng.check_seeds(seeds)
+    min_seeds = check_int("min_seeds", min_seeds, minimum=1)
+    if full_T is not None:
+        full_T = check_int("full_T", full_T, minimum=2)
     rows = []
     for T in T_values:
         T = check_int("T", T, minimum=2)
+        labels = [label for label in variants if T_max.get(label, math.inf) >= T]
+        if not labels:
+            continue
         configs = [
-            gap.GapConfig(T=T, d=T, n_layers=1, attention=attention, **kw)
-            for kw in variants.values()
+            gap.GapConfig(T=T, d=T, n_layers=1, attention=attention, **variants[label])
+            for label in labels
         ]
-        for seed in rng.check_seeds(seeds):
+        n = len(seeds)
+        if full_T is not None and full_T < T:
+            n = min(n, max(min_seeds, math.ceil(n * (full_T / T) ** 2)))
+        for seed in seeds[:n]:
             maps = gap.first_maps(configs, seed, device=device)
-            for label, M in zip(variants, maps, strict=True):
+            for label, M in zip(labels, maps, strict=True):
                 rows.append(
                     {"variant": label, "attention": attention, "T": T, "seed": seed}
                     | spectrum(M.to("cpu", torch.float64))

@@ -5,7 +5,8 @@ Wu et al.'s rebuttal proposes Theorem 1's graph-dependent rate as a principle fo
 design. `CATALOGUE` names each deployed pattern with its model and the parameters used
 here (token-level, scaled to sequences of 64 to 1024 tokens); `build` gives one period of
 its per-layer masks (two for Swin's shifted windows, one otherwise). The graph functions
-measure one period's composed graph; `graph_summary` also gives the radius in layers.
+measure one period's composed graph; `graph_summary` also gives the radius in layers
+(`radius_in_layers`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ __all__ = [
     "CATALOGUE",
     "build",
     "stack",
+    "radius_in_layers",
     "graph_summary",
     "graph_table",
     "GrowthFit",
@@ -131,18 +133,53 @@ def stack(periods: Sequence[Sequence[torch.Tensor]]) -> list[torch.Tensor]:
     return [torch.stack([p[layer % len(p)] for p in periods]) for layer in range(period)]
 
 
+def radius_in_layers(mask) -> int | float:
+    """The radius of a mask, or of a sequence of masks cycled over layers, counted in layers:
+    the fewest layers r such that every r consecutive layers, from any layer of the period
+    on, carry some token (a center) to every token; math.inf without a center.
+
+    Why: Theorem 1's constant r for a cycled sequence. Counting whole periods (radius of the
+    composed graph x period) overcounts: a path can end in the middle of a period (Swin's
+    shifted windows at N = 256: 3 periods, but 5 layers from the first layer on, and 4 from
+    the second). A single mask gives its radius.
+    """
+    sequence = _masks.as_sequence(mask)
+    return _radius_in_layers(sequence, _masks.radius(list(sequence)))
+
+
+def _radius_in_layers(sequence, periods) -> int | float:
+    """radius_in_layers, given the radius of the composed graph in periods."""
+    if len(sequence) == 1 or not math.isfinite(periods):
+        return periods
+    p, n = len(sequence), sequence[0].shape[-1]
+    # sparse products: the masks of deployed patterns allow a few keys per query
+    layers_of = [csr_matrix(m.cpu().numpy().astype(np.float32)) for m in sequence]
+    # from any phase, p - 1 layers then `periods` whole periods reach every token
+    longest = periods * p + p - 1
+    found = []
+    for phase in range(p):
+        reach = np.eye(n, dtype=np.float32)  # reach[i, j]: token j has reached token i
+        for layers in range(1, longest + 1):
+            reach = (layers_of[(phase + layers - 1) % p] @ reach > 0).astype(np.float32)
+            if reach.all(axis=0).any():  # column j all True: token j reaches every token
+                found.append(layers)
+                break
+    return max(found)
+
+
 def graph_summary(mask) -> dict:
     """Radius, diameter, number of centers and connectivity of one mask, or of one period of
     a list of masks, from one distance computation; `radius_layers` counts the radius in
-    layers (radius x period), the constant r of Theorem 1 for a cycled sequence."""
+    layers (`radius_in_layers`), the constant r of Theorem 1 for a cycled sequence."""
     period = len(_masks.as_sequence(mask))
     dist = _masks.distances(mask)
     eccentricity = dist.max(axis=1)
     finite = np.isfinite(eccentricity)
     radius = int(eccentricity[finite].min()) if finite.any() else math.inf
+    layers = _radius_in_layers(_masks.as_sequence(mask), radius)
     return {
         "radius": radius,
-        "radius_layers": radius * period,
+        "radius_layers": layers,
         "diameter": int(dist.max()) if np.isfinite(dist).all() else math.inf,
         "centers": int(finite.sum()),
         "quasi_strongly_connected": bool(finite.any()),

@@ -5,11 +5,18 @@ hand. A seed with stream keys (a layer, a role, a purpose) is mixed with them th
 numpy's SeedSequence, so streams are independent and a draw does not depend on what
 else was drawn before it: the same seed gives the same attention weights whatever the
 variant, batch layout or set of seeds run beside it.
+
+A chapter's seeds come from `seeds(n)`: 0, 1, ..., n - 1 in the book, and a disjoint family
+of seeds when the chapter is rerun to check that its verdicts do not depend on the seeds
+drawn (`collapse run --seed-family K`, `collapse reseed`; the runner sets
+COLLAPSE_SEED_FAMILY for the notebook's kernel). Family K holds the seeds
+K * FAMILY_SIZE + i.
 """
 
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Iterable
 
 import numpy as np
@@ -17,7 +24,32 @@ import torch
 
 from .checks import ParameterError, check_int
 
-__all__ = ["generator", "check_seeds"]
+__all__ = ["generator", "check_seeds", "seeds", "seed", "seed_family", "FAMILY_SIZE", "FAMILY_ENV"]
+
+FAMILY_SIZE = 1_000_000  # seeds per family: families never share a seed
+FAMILY_ENV = "COLLAPSE_SEED_FAMILY"
+
+
+def seed_family() -> int:
+    """The seed family of this run: 0 (the book's seeds) unless COLLAPSE_SEED_FAMILY says."""
+    text = os.environ.get(FAMILY_ENV, "0")
+    if not text.isdigit():
+        raise ParameterError(f"{FAMILY_ENV} must be an int >= 0, got {text!r}")
+    return int(text)
+
+
+def seed(base: int) -> int:
+    """The seed standing for `base` in this run's family (`base` itself in family 0)."""
+    base = check_int("seed", base, minimum=0)
+    if base >= FAMILY_SIZE:
+        raise ParameterError(f"seed must be < {FAMILY_SIZE} (one family's seeds), got {base}")
+    return seed_family() * FAMILY_SIZE + base
+
+
+def seeds(n: int, start: int = 0) -> list[int]:
+    """`n` seeds of this run's family: start, ..., start + n - 1 in family 0."""
+    n = check_int("n", n, minimum=1)
+    return [seed(start + i) for i in range(n)]
 
 
 def generator(seed: int, *streams: int) -> torch.Generator:

@@ -1,5 +1,6 @@
 """The whole book, executed in the fast profile and built clean with -W -n (any warning fails)."""
 
+import html
 import json
 import re
 import shutil
@@ -10,7 +11,7 @@ import yaml
 from conftest import REPOSITORY, fast_book_command
 
 from collapse import report
-from collapse.book import launch, runner, scoreboard
+from collapse.book import launch, pages, runner, scoreboard
 
 
 def test_book_builds_without_warnings(fast_book):
@@ -48,13 +49,43 @@ def test_scoreboard_and_intro_list_every_verdict(fast_book):
     for record in records:
         assert (
             '<code class="docutils literal notranslate">'
-            f'<span class="pre">{record["key"]}</span></code>' in page
+            f'<span class="pre">{record["id"]}</span></code>' in page
         )
     intro = (root / "_build" / "html" / "book" / "intro.html").read_text()
     for kind, tally in scoreboard.counts(records).items():
-        if tally:
-            assert f"{tally['reproduced']} of {sum(tally.values())} reproduced" in intro, kind
+        total = sum(tally.values())
+        if total:  # the intro counts as the scoreboard does: verdicts per kind, rows apart
+            counted = (
+                f"{tally['reproduced']} of {total} {scoreboard._noun(kind, total)} reproduced"
+            )
+            assert counted in intro and counted in page, kind
     assert "Wu <em>et al.</em>, 2024" in intro
+    assert '<section id="extensions-our-own-questions">' in page
+
+
+def test_every_claim_shows_the_sentence_it_tests(fast_book):
+    """On its chapter's page, at a glance and under the verdict, and on the scoreboard."""
+    root, _ = fast_book
+    site = root / "_build" / "html" / "book" / "executed"
+    scoreboard_page = html.unescape((site / "scoreboard.html").read_text())
+    for record in runner.collect_records(runner.Project(root)):
+        if record["kind"] in ("claim", "analogue"):
+            assert record["quote"] and record["source"], record["id"]
+            words = record["quote"].split("$")[0][:40]  # plain words, before any math
+            page = html.unescape((site / f"{record['notebook']}.html").read_text())
+            assert page.count(words) >= 2, (record["id"], words)  # glance and verdict
+            assert words in scoreboard_page, record["id"]
+
+
+def test_no_page_shows_a_variable_name_where_a_value_belongs(fast_book):
+    root, _ = fast_book
+    site = root / "_build" / "html" / "book"
+    names = {name for nb in runner.Project(root).notebooks().values() for name in nb.defaults}
+    found = {
+        page.name: pages.unfilled_values(page.read_text(), names)
+        for page in [*site.glob("executed/*.html"), *site.glob("*.html")]
+    }
+    assert not {name: names for name, names in found.items() if names}
 
 
 def test_the_status_page_lists_every_chapter_with_its_digest(fast_book):
@@ -94,11 +125,8 @@ def test_verdicts_json_lists_every_record(fast_book):
     )
     records = json.loads(result.stdout)
     assert {r["profile"] for r in records} == {"fast"}
-    assert all(
-        set(r)
-        >= {"notebook", "kind", "claim", "paper_ref", "measured", "expected", "passed", "profile"}
-        for r in records
-    )
+    fields = {"id", "kind", "claim", "source", "quote", "measured", "expected", "outcome"}
+    assert all(set(r) >= fields for r in records)
     expectations = yaml.safe_load((root / "notebooks" / "expectations.yml").read_text()) or {}
     assert result.returncode == (0 if all(
         expectations.get(r["notebook"], {}).get(r["key"], {}).get("fast")

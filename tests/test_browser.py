@@ -30,6 +30,7 @@ from conftest import built_book_root
 from collapse import report
 from collapse.book import pages, runner
 from collapse.book.pdf import CHROMIUM, CHROMIUM_ARGS, HOST, RAW_MATH, serve
+from collapse.book.scoreboard import anchor
 
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
@@ -370,10 +371,10 @@ def test_verdicts_come_first_at_a_glance(browsed):
                     f"{(seen['first_verdict'] or 0) / height:.1f} screens down (at most 1.5)"
                 )
         rows = visit.seen["glance"]
-        expected = [(f"#verdict-{r['key']}", report.outcome(r).replace("-", " ")) for r in mine]
+        expected = [(f"#{anchor(r)}", report.outcome(r).replace("-", " ")) for r in mine]
         if [(row["href"], row["badge"]) for row in rows] != expected:
             problems.append(f"{name}: at-a-glance rows {rows}, expected {expected}")
-        missing = {f"verdict-{r['key']}" for r in mine} - set(visit.seen["verdict_ids"])
+        missing = {anchor(r) for r in mine} - set(visit.seen["verdict_ids"])
         if missing:
             problems.append(f"{name}: no anchor for {sorted(missing)}")
     assert not problems, "\n".join(problems)
@@ -528,5 +529,5 @@ def test_scoreboard_lists_every_verdict(browsed):
     listed = {row["href"]: row["badge"] for row in page["scoreboard"]}
     assert records and len(page["scoreboard"]) == len(records) == len(listed)
     for record in records:
-        href = f"{record['notebook']}.html#verdict-{record['key']}"
+        href = f"{record['notebook']}.html#{anchor(record)}"
         assert listed.get(href) == report.outcome(record).replace("-", " "), (href, listed)

@@ -38,7 +38,7 @@ def header(path: Path) -> dict:
 def observed_outcomes(name: str) -> set[str]:
     """Every outcome expectations.yml records for a chapter, over verdicts and profiles."""
     entries = EXPECTATIONS.get(name, {}).values()
-    return {v for entry in entries for k, v in entry.items() if k not in ("why", "short")}
+    return {v for entry in entries for k, v in entry.items() if k not in ("why", "short", "whose")}
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
@@ -81,10 +81,22 @@ def test_bookkeeping_sits_in_one_collapsed_dropdown(path):
 def test_every_verdict_lives_in_the_verdicts_section_and_says_its_kind(path):
     parts = sections(path)
     for name, text in parts.items():
-        calls = text.count("report.verdict(")
+        calls = text.count("report.check(")
         if name != "Verdicts":
             assert calls == 0, f"{calls} verdict call(s) under '## {name}'"
     assert "kind=" in parts["Verdicts"]
+
+
+# A code of an internal brief (W1, M4, ...) at the start of a verdict key.
+CODED_KEY = re.compile(r"^[wm][0-9]{1,2}-")
+
+
+def test_verdict_keys_name_what_they_test_without_internal_codes():
+    keys = [key for entries in EXPECTATIONS.values() for key in entries]
+    assert keys and not [key for key in keys if CODED_KEY.match(key)]
+    for path in CHAPTERS:
+        called = re.findall(r'report\.check\(\s*f?"([^"]+)"', path.read_text())
+        assert not [key for key in called if CODED_KEY.match(key)], path.name
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)

@@ -87,7 +87,8 @@ def test_a_notebook_run_on_dask_is_cached_like_a_local_one(dask, tmp_path):
     (again,) = runner.execute_all(project, planned, "book", executor=dask)
     assert (first.status, local.status, again.status) == ("executed", "executed", "cached")
     assert (
-        first.records == local.records == again.records and first.records[0]["measured"] == "6.00"
+        first.records == local.records == again.records
+        and first.records[0]["measured"] == "the sum: $6$"
     )
 
 

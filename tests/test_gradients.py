@@ -179,3 +179,38 @@ def test_maps_through_the_gradient_paths(map_, kind):
     assert rel(gradients.exact_norms(net, [1, 3]), reference) < 1e-8
     grid = gradients.norm_grid([kind], ["plain"], [6, 8], [2], [0], fixes=(False,), map=map_)
     assert len(grid) == 2 and np.isfinite(grid["log_norm"]).all()
+
+
+def test_fix_effect_is_the_paired_per_seed_slopes():
+    """The mean per-seed slope is fit_table's slope; the drop and the level drop are paired
+    over seeds, with a Student-t interval around the mean."""
+    frame = gradients.norm_grid(["markov"], ["plain", "skip"], [6, 9, 12], [2], [0, 1, 2])
+    effect = gradients.fix_effect(frame)
+    fits = gradients.fit_table(frame)
+    assert list(effect.index) == [("markov", "plain", 2), ("markov", "skip", 2)]
+    for variant in ("plain", "skip"):
+        row = effect.loc[("markov", variant, 2)]
+        without, with_fix = (fits.loc[("markov", variant, f, 2), "slope"] for f in (False, True))
+        assert row["slope"] == pytest.approx(without, rel=1e-10)
+        assert row["drop"] == pytest.approx(without - with_fix, rel=1e-10)
+        assert row["slope low"] < row["slope"] < row["slope high"]
+        assert row["drop low"] < row["drop"] < row["drop high"]
+        levels = fits.loc[("markov", variant, False, 2)] - fits.loc[("markov", variant, True, 2)]
+        assert row["level drop"] == pytest.approx(levels.filter(like="log T=").min())
+        assert row["n_seeds"] == 3
+    # by hand: the drop's interval is the t interval of the three seeds' drops
+    logs = frame.query("variant == 'plain'").pivot_table(
+        index="seed", columns=["fix", "T"], values="log_norm"
+    )
+    x = np.log([6.0, 9.0, 12.0])
+    drops = (
+        np.polyfit(x, logs[False].to_numpy().T, 1)[0]
+        - np.polyfit(x, logs[True].to_numpy().T, 1)[0]
+    )
+    half = 4.302652729911275 * drops.std(ddof=1) / math.sqrt(3)  # t(0.975, 2 dof)
+    row = effect.loc[("markov", "plain", 2)]
+    assert (row["drop low"], row["drop high"]) == pytest.approx(
+        (drops.mean() - half, drops.mean() + half)
+    )
+    with pytest.raises(ParameterError, match="with and without the fix"):
+        gradients.fix_effect(frame[~frame["fix"]])

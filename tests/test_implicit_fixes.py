@@ -4,6 +4,7 @@ crossover formulas, and the spike law of differential attention on random Markov
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -113,3 +114,76 @@ def test_lambda_draws_and_schedule():
     assert gap.GapConfig(T=4, d=4, n_layers=1, map="differential").layer_lambda(12) == (
         pytest.approx(deep["lam_init"])
     )
+
+
+def test_median_interval_is_the_order_statistics_interval():
+    x = np.arange(20.0)[::-1]  # order does not matter
+    median, low, high = fx.median_interval(x)
+    # n = 20: [x_(6), x_(15)] covers 1 - 2 P(B <= 5) = 0.9586; [x_(7), x_(14)] only 0.885
+    assert (median, low, high) == (9.5, 5.0, 14.0)
+    assert fx.median_interval(x, level=0.8)[1:] == (6.0, 13.0)
+    # too few values for 95 %: the range, which covers 1 - 2^(1-n)
+    assert fx.median_interval([3.0, 1.0, 2.0, 5.0, 4.0]) == (3.0, 1.0, 5.0)
+    assert fx.median_interval([2.0, np.nan, 1.0]) == (1.5, 1.0, 2.0)
+    with pytest.raises(ParameterError, match="level must lie in"):
+        fx.median_interval(x, level=1.0)
+    with pytest.raises(ParameterError, match="at least one number"):
+        fx.median_interval([np.nan])
+
+
+def test_median_interval_covers_the_median_at_its_level():
+    rng = np.random.default_rng(0)
+    draws = rng.lognormal(size=(2000, 60))  # heavy-tailed, true median 1
+    hits = [low <= 1 <= high for _, low, high in map(fx.median_interval, draws)]
+    assert 0.94 <= np.mean(hits) <= 0.985
+
+
+def test_spectrum_sweep_limits_maps_and_thins_seeds_at_large_T():
+    variants = {"A": {}, "diff": {"map": "differential", "lam": 0.6}}
+    frame = fx.spectrum_sweep(
+        variants, [8, 16, 32], range(40), T_max={"diff": 16}, full_T=8, min_seeds=3
+    )
+    counts = frame.groupby(["variant", "T"]).size()
+    # all 40 seeds up to T = 8, then 40 (8 / T)^2: 10 at T = 16, at least 3 at T = 32
+    assert counts.to_dict() == {
+        ("A", 8): 40,
+        ("A", 16): 10,
+        ("A", 32): 3,
+        ("diff", 8): 40,
+        ("diff", 16): 10,
+    }
+    # the same seed draws the same maps whatever else runs beside it
+    alone = fx.spectrum_sweep({"A": {}}, [16], [5]).iloc[0]
+    row = frame[(frame["variant"] == "A") & (frame["T"] == 16) & (frame["seed"] == 5)].iloc[0]
+    assert row["top"] == alone["top"] and row["edge"] == alone["edge"]
+    with pytest.raises(ParameterError, match="T_max must name variants"):
+        fx.spectrum_sweep(variants, [8], [0], T_max={"other": 8})
+
+
+def test_crossover_summary_reads_the_medians_and_their_intervals():
+    lam = 0.6  # T* = 34, gain 0.4
+    star = fx.crossover(lam)
+    rows = []
+    for t in [4, 8, 16, 32, 64, 128]:
+        for seed in range(20):
+            edge = 0.4 * math.sqrt(star / t) * (1 + 0.01 * (seed - 9.5))  # crosses at T* exactly
+            ratio = 1.05 if t <= star / 4 else 2.0 + 0.01 * seed
+            rows.append({"T": t, "seed": seed, "gain": 0.4, "edge": edge, "ratio": ratio})
+    summary = fx.crossover_summary(pd.DataFrame(rows), lam)
+    assert summary["T* predicted"] == pytest.approx(star)
+    assert summary["T* measured"] == pytest.approx(star, rel=1e-9)
+    # the edge's interval is [x_(6), x_(15)]: factors 1 - 0.045 and 1 + 0.045; T* goes as edge^2
+    assert summary["T* low"] == pytest.approx(star * 0.955**2, rel=1e-9)
+    assert summary["T* high"] == pytest.approx(star * 1.045**2, rel=1e-9)
+    assert summary["below T*/4"] == summary["below high"] == pytest.approx(1.05)
+    assert summary["above 2T*"] == pytest.approx(2.095)
+    assert summary["above spread"] == pytest.approx(np.std(0.01 * np.arange(20), ddof=1))
+    assert summary["n seeds"] == 20
+    # a grid that stops before the crossing leaves it unmeasured
+    early = fx.crossover_summary(pd.DataFrame(rows).query("T <= 16"), lam)
+    assert math.isnan(early["T* measured"]) and math.isnan(early["T* high"])
+    assert math.isnan(early["above 2T*"])
+    # an interval whose upper end does not cross on the grid reaches beyond it
+    wide = pd.DataFrame(rows).assign(edge=lambda f: f["edge"] * np.where(f["seed"] >= 14, 3, 1))
+    late = fx.crossover_summary(wide.query("T <= 64"), lam)
+    assert math.isfinite(late["T* measured"]) and late["T* high"] == math.inf

@@ -63,6 +63,19 @@ def test_a_seed_alone_is_torchs_own_and_streams_are_independent():
         rng.generator(-1)
 
 
+def test_seed_families_are_disjoint_and_family_zero_is_the_books(monkeypatch):
+    monkeypatch.delenv(rng.FAMILY_ENV, raising=False)
+    assert rng.seeds(3) == [0, 1, 2] and rng.seed(7) == 7
+    monkeypatch.setenv(rng.FAMILY_ENV, "2")
+    assert rng.seeds(2, start=5) == [2_000_005, 2_000_006]
+    assert not set(rng.seeds(1000)) & {s + rng.FAMILY_SIZE for s in range(1000)}
+    with pytest.raises(collapse.ParameterError, match="one family's seeds"):
+        rng.seed(rng.FAMILY_SIZE)
+    monkeypatch.setenv(rng.FAMILY_ENV, "two")
+    with pytest.raises(collapse.ParameterError, match="COLLAPSE_SEED_FAMILY must be an int"):
+        rng.seeds(1)
+
+
 def test_use_threads_as_a_call_and_as_a_block():
     before = torch.get_num_threads()
     other = 1 if before > 1 else 2

@@ -59,8 +59,57 @@ def test_graph_summary_agrees_with_the_masks_functions(mask):
     assert summary["centers"] == len(masks.centers(mask))
     assert summary["strongly_connected"] == masks.is_strongly_connected(mask)
     assert summary["quasi_strongly_connected"] == masks.is_quasi_strongly_connected(mask)
-    period = len(mask) if isinstance(mask, list) else 1
-    assert summary["radius_layers"] == summary["radius"] * period
+    assert summary["radius_layers"] == mask_design.radius_in_layers(mask)
+    if not isinstance(mask, list):  # one mask: the radius in layers is its radius
+        assert summary["radius_layers"] == summary["radius"]
+
+
+def _layers_to_reach_all(sequence, phase):
+    """Brute force: apply the masks from `phase` on, one layer at a time, until one token
+    has reached every token (Python sets, no matrix products)."""
+    n, p = sequence[0].shape[0], len(sequence)
+    keys = [[set(np.flatnonzero(row)) for row in m.numpy()] for m in sequence]  # i sees k
+    reached = [{j} for j in range(n)]  # reached[j]: the tokens j has reached
+    for layers in range(1, 4 * n * p):
+        sees = keys[(phase + layers - 1) % p]
+        reached = [{i for i in range(n) if sees[i] & r} for r in reached]
+        if any(len(r) == n for r in reached):
+            return layers
+    return math.inf
+
+
+def test_radius_in_layers_counts_layers_not_periods():
+    """Two layers on three tokens: layer 1 lets token 1 see token 0, layer 2 lets token 2 see
+    token 1. From layer 1 on, token 0 reaches everyone in 2 layers (one period); from layer 2
+    on, it takes 3 (layer 2 is wasted), so every 3 consecutive layers have a center."""
+    first, second = torch.eye(3, dtype=torch.bool), torch.eye(3, dtype=torch.bool)
+    first[1, 0], second[2, 1] = True, True
+    assert masks.radius([first, second]) == 1  # one period
+    assert [_layers_to_reach_all([first, second], phase) for phase in (0, 1)] == [2, 3]
+    assert mask_design.radius_in_layers([first, second]) == 3
+
+
+@pytest.mark.parametrize("n", [16, 64, 144, 256])
+def test_radius_in_layers_of_swin_is_the_slowest_phase(n):
+    window = 2 if n == 16 else 4
+    period = [masks.make("swin_2d", n, window=window),
+              masks.make("swin_2d", n, window=window, shift=True)]  # fmt: skip
+    phases = [_layers_to_reach_all(period, phase) for phase in (0, 1)]
+    assert mask_design.radius_in_layers(period) == max(phases)
+    assert mask_design.graph_summary(period)["radius_layers"] == max(phases)
+
+
+def test_swin_radius_in_layers_at_256_tokens_is_five_not_six():
+    period = list(mask_design.build("swin_shifted", 256))
+    summary = mask_design.graph_summary(period)
+    assert summary["radius"] == 3  # periods of two layers
+    assert summary["radius_layers"] == 5  # not 3 x 2: the last period needs one layer
+
+
+def test_radius_in_layers_of_one_mask_and_without_a_center():
+    assert mask_design.radius_in_layers(masks.make("sliding_window", 12)) == 6
+    swin = [masks.make("swin_2d", 16, window=2)] * 2
+    assert mask_design.radius_in_layers(swin) == math.inf
 
 
 def test_hand_counted_radii():

@@ -11,12 +11,12 @@ import pytest
 import yaml
 
 from collapse import report
-from collapse.book import pages, runner
+from collapse.book import pages, runner, scoreboard
 
 ROOT = Path(__file__).resolve().parents[1]
 
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]-*.md"))
-REASONS = {"why", "short"}  # an entry's reasons, beside its outcome per profile
+REASONS = {"why", "short", "whose"}  # an entry's reasons, beside its outcome per profile
 EXPECTATIONS = yaml.safe_load((ROOT / "notebooks" / "expectations.yml").read_text()) or {}
 
 
@@ -68,6 +68,8 @@ def test_every_expectation_names_a_notebook_and_explains_failures():
                     f"{name} {key}: the short reason must be one line of at most 160 characters"
                 )
                 assert not pages.ascii_math(short), (name, key, pages.ascii_math(short))
+            if "whose" in outcomes:
+                assert outcomes["whose"] in scoreboard.WHOSE, (name, key, outcomes["whose"])
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -91,8 +93,8 @@ def test_book_parameters_are_the_parameters_cell():
 
 
 def test_a_claim_broken_on_purpose_fails_its_verdict(tmp_path):
-    """Five layers cannot bring log mu down by 20 nats: the W2 verdict must fail, and `verdicts`
-    must say so."""
+    """Five layers cannot bring log mu down by 20 nats: chapter 02's collapse verdict must fail,
+    and `verdicts` must say so."""
     from conftest import copy_sources
 
     root = copy_sources(tmp_path)
@@ -109,3 +111,20 @@ def test_a_claim_broken_on_purpose_fails_its_verdict(tmp_path):
     verdicts = subprocess.run([*command, "verdicts"], capture_output=True, text=True)
     assert verdicts.returncode == 1
     assert "collapse-nonnegative [fast]: not-reproduced, expected reproduced" in verdicts.stderr
+
+
+def test_every_verdict_rerun_with_other_seeds_held_in_every_family():
+    """notebooks/reseed.yml (written by `collapse reseed`): every chapter was rerun in the fast
+    profile, every verdict it names is a verdict of expectations.yml, and none changed its
+    outcome with the seeds (one that does must be decided on more seeds or be inconclusive)."""
+    recorded = yaml.safe_load((ROOT / "notebooks" / "reseed.yml").read_text())
+    assert set(recorded["fast"]["chapters"]) == set(NOTEBOOKS)
+    for profile, entry in recorded.items():
+        assert entry["families"] >= 3, profile
+        for name, chapter in entry["chapters"].items():
+            assert not chapter.get("failed"), (profile, name, chapter["failed"])
+            assert len(chapter["runs"]) == entry["families"], (profile, name)
+            for key, counts in chapter["verdicts"].items():
+                assert key in EXPECTATIONS[name], f"reseed.yml names {name} {key}, now gone"
+                assert len(counts) == 1, f"{profile} {name} {key} differs by seeds: {counts}"
+                assert sum(counts.values()) == entry["families"], (profile, name, key)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from collapse import attention, san, theory
+from collapse import attention, counterexample, masks, san, theory
 from collapse.checks import ParameterError
 
 
@@ -97,3 +97,44 @@ def test_dong_log_bound_on_a_small_case():
     assert rising[0] == math.inf and falling[0] == -math.inf
     with pytest.raises(ParameterError):
         theory.dong_log_bound([-1], 0.0, 1.0)
+
+
+def test_rms_gain_one_is_sqrt_d_times_layernorm_with_the_scores_times_d():
+    """RMSNorm (gain 1) from sqrt(d) X0 is sqrt(d) times scale-only LN from X0 with d_QK / d^2:
+    the scores of sqrt(d)-long tokens are d times larger, the values' scale LN removes."""
+    d, n = 4, 5
+    X0 = attention.scale_layernorm(
+        torch.randn(2, n, d, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    )
+    mask = masks.make("causal", n)
+    runs = []
+    for layernorm, scale, d_qk in (("rms", math.sqrt(d), 1.0), ("scale", 1.0, d**-2.0)):
+        config = san.SANConfig(
+            d=d, n_layers=12, variant="ln", layernorm=layernorm, ln_eps=0.0,
+            init="orthogonal_v", qk_gain=math.sqrt(d),
+        )  # fmt: skip
+        runs.append(san.simulate(scale * X0, config, mask=mask, d_qk=d_qk, seed=[0, 1]))
+    torch.testing.assert_close(runs[0].final, math.sqrt(d) * runs[1].final, rtol=0, atol=1e-12)
+    torch.testing.assert_close(runs[0]["mu"], math.sqrt(d) * runs[1]["mu"], rtol=1e-10, atol=0)
+
+
+def test_layernorm_jumps_where_a_singular_value_matrix_sends_the_tokens_apart():
+    """W_V(s) = [[s, 3], [0, 1]], token 1 at (0, 1), token 2 at 135 degrees: at s = 0 the first
+    layer sends token 2 to (0, -1), so the second layer's vector before LN is ~ s and token 2
+    lands on either side of the circle; without LN it moves by ~ s."""
+    X0 = counterexample.angle_grid_states([135.0])[0]
+
+    def token2(s, layernorm):
+        W = torch.tensor([[s, 3.0], [0.0, 1.0]], dtype=torch.float64)
+        return counterexample.iterate(X0, W, 2, layernorm=layernorm)[1]
+
+    for delta in (1e-3, 1e-9):
+        jump = torch.linalg.norm(token2(delta, True) - token2(-delta, True))
+        assert float(jump) == pytest.approx(2.0, abs=1e-4)
+        drift = torch.linalg.norm(token2(delta, False) - token2(-delta, False))
+        assert float(drift) < 2 * delta
+    # the counterexample's own matrices are invertible: no jump between neighbours
+    W = counterexample.value_matrix(2, 2.0)
+    near = counterexample.value_matrix(2, 2.0 + 1e-9)
+    steps = counterexample.iterate(X0, W, 2) - counterexample.iterate(X0, near, 2)
+    assert float(steps.abs().max()) < 1e-8

@@ -6,14 +6,19 @@ import nbformat
 from collapse.book import pages
 from collapse.report import METADATA_KEY
 
+QUOTE = "Rank collapse happens exponentially for pure attention. It is slower for local masks."
+
 
 def record(key, passed=True, kind="claim"):
     return {
+        "id": f"x/{key}",
         "key": key,
         "kind": kind,
         "decided": True,
         "claim": r"Tokens collapse: $\mu \to 0$",
-        "paper_ref": "Theorem 1",
+        "source": "wu2024role, caption of Fig. 2" if kind == "claim" else "",
+        "quote": QUOTE if kind == "claim" else "",
+        "rows": [],
         "measured": "fall $37.8$",
         "expected": r"$\log\mu(L) \le \log\mu(0) - 2$",
         "passed": passed,
@@ -34,14 +39,22 @@ def executed(records):
         output = v4.new_output(
             "display_data", data={"text/markdown": "plain"}, metadata={METADATA_KEY: r}
         )
-        cells.append(v4.new_code_cell("report.verdict(...)", outputs=[output]))
+        cells.append(v4.new_code_cell("report.check(...)", outputs=[output]))
     cells.append(v4.new_code_cell("# Check: it works", metadata={"tags": ["check"]}))
     cells.append(v4.new_code_cell("# Check: hidden", metadata={"tags": ["hidden-check"]}))
     return v4.new_notebook(cells=cells)
 
 
 SPEC = "collapse[pretrained] @ git+https://github.com/o/r@abc"
-EXPECTATIONS = {"01-x": {"b": {"fast": "not-reproduced", "short": "Too few layers.", "why": "w"}}}
+EXPECTATIONS = {
+    "01-x": {
+        "b": {"fast": "not-reproduced", "short": "Too few layers.", "why": "w", "whose": "paper"}
+    }
+}
+GLANCE_QUOTE = (
+    "<br>*“Rank collapse happens exponentially for pure attention.”* "
+    "({cite:t}`wu2024role`, caption of Fig. 2)"
+)
 
 
 def test_the_glance_sits_under_the_title_with_one_row_per_verdict():
@@ -53,13 +66,14 @@ def test_the_glance_sits_under_the_title_with_one_row_per_verdict():
     assert "verdicts-at-a-glance" in glance.metadata.tags
     rows = [line for line in glance.source.splitlines() if line.startswith("| [")]
     assert rows == [
-        r"| [Tokens collapse: $\mu \to 0$](#verdict-a) | {bdg-success}`reproduced` "
-        r"| Held to: $\log\mu(L) \le \log\mu(0) - 2$ |",
-        r"| [Tokens collapse: $\mu \to 0$](#verdict-b) | {bdg-danger}`not reproduced` "
-        "| Too few layers. |",
-        r"| [Tokens collapse: $\mu \to 0$](#verdict-c) | {bdg-success}`reproduced` "
+        r"| [Tokens collapse: $\mu \to 0$](#verdict-x-a)" + GLANCE_QUOTE
+        + r" | {bdg-success}`reproduced` | Held to: $\log\mu(L) \le \log\mu(0) - 2$ |",
+        r"| [Tokens collapse: $\mu \to 0$](#verdict-x-b)" + GLANCE_QUOTE
+        + " | {bdg-danger}`not reproduced` | Against the paper: its sentence does not hold in "
+        "the closest setting we run. Too few layers. |",
+        r"| [Tokens collapse: $\mu \to 0$](#verdict-x-c) | {bdg-success}`reproduced` "
         r"{bdg-secondary-line}`sanity check` | Held to: $\log\mu(L) \le \log\mu(0) - 2$ |",
-    ]
+    ]  # fmt: skip
 
 
 def test_each_verdict_is_redrawn_with_its_anchor_and_badge():
@@ -72,8 +86,9 @@ def test_each_verdict_is_redrawn_with_its_anchor_and_badge():
         for o in c.get("outputs", [])
         if METADATA_KEY in o.get("metadata", {})
     ]
-    assert shown[0].startswith("(verdict-a)=\n{bdg-success}`reproduced` **Tokens collapse")
-    assert shown[1].startswith("(verdict-b)=\n{bdg-danger}`not reproduced`")
+    assert shown[0].startswith("(verdict-x-a)=\n{bdg-success}`reproduced` **Tokens collapse")
+    assert f"\n> “{QUOTE}” ({{cite:t}}`wu2024role`, caption of Fig. 2)\n" in shown[0]
+    assert shown[1].startswith("(verdict-x-b)=\n{bdg-danger}`not reproduced`")
     assert "Measured: fall $37.8$" in shown[1]
 
 
@@ -157,3 +172,15 @@ def test_artefacts_are_found_and_named():
         assert what in found, what
     assert pages.ascii_math(r"held to $\mu(X) \le 10^{-3}$") == []
     assert pages.ascii_math("mu(X) <= 1e-3") == ["mu(", "<=", "1e-3"]
+
+
+def test_a_parameter_name_left_where_a_value_belongs_is_found():
+    code = '<code class="docutils literal notranslate"><span class="pre">{}</span></code>'
+    page = (
+        f"<p>at $T$ = {code.format('gamma_T')}, over {code.format('n_perm')} pairings; run "
+        f"<code>collapse</code> with {code.format('--set')}; the parameter "
+        f"{code.format('n_seeds')} sets the seeds.</p>"
+        f'<div class="highlight"><pre>x = {code.format("n_layers")}</pre></div>'
+    )
+    names = {"gamma_T", "n_perm", "n_seeds", "n_layers"}
+    assert pages.unfilled_values(page, names) == ["gamma_T", "n_perm"]

@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 import pytest
+import yaml
 
 from collapse.book import runner
 from collapse.checks import ParameterError
@@ -51,9 +52,8 @@ TOY = HEADER.format(
     ```{code-cell} ipython3
     from collapse import report
     total = n_layers * scale
-    report.verdict("sum-exceeds", "the sum exceeds 5", "Toy 2026, Eq. 1", f"{total:.2f}", """
-    '"> 5", total > 5, kind="claim")'
-    """
+    sum_above = report.above("the sum", total, 5)
+    report.check("sum-exceeds", "the sum exceeds 5", sum_above, kind="extension")
     ```
     """
 )
@@ -151,11 +151,13 @@ def test_run_caches_until_something_changes(project):
     ((toy, params),) = runner.plan(project, ["toy"], "book", {})
     first = runner.execute(project, toy, params, "book")
     assert first.status == "executed" and first.output.is_file()
-    assert first.records[0] | {"measured": "x"} == {
-        "key": "sum-exceeds", "claim": "the sum exceeds 5", "paper_ref": "Toy 2026, Eq. 1",
-        "measured": "x", "expected": "> 5", "passed": True, "notebook": "01-toy",
-        "profile": "book", "kind": "claim", "decided": True,
+    record = first.records[0]
+    assert {k: record[k] for k in ("id", "key", "claim", "measured", "expected")} == {
+        "id": "toy/sum-exceeds", "key": "sum-exceeds", "claim": "the sum exceeds 5",
+        "measured": "the sum: $6$", "expected": "the sum $> 5$",
     }  # fmt: skip
+    assert (record["passed"], record["decided"], record["kind"]) == (True, True, "extension")
+    assert (record["notebook"], record["profile"], record["seed_family"]) == ("01-toy", "book", 0)
     assert runner.execute(project, toy, params, "book").status == "cached"
     ((_, fast_params),) = runner.plan(project, ["toy"], "fast", {})
     second = runner.execute(project, toy, fast_params, "fast")
@@ -187,13 +189,17 @@ def test_cli_run_verdicts_and_expectations(project):
     assert verdicts.returncode == 0, verdicts.stderr
     (record,) = json.loads(verdicts.stdout)
     assert set(record) >= {
+        "id",
         "notebook",
+        "kind",
         "claim",
-        "paper_ref",
+        "source",
+        "quote",
         "measured",
         "expected",
-        "passed",
+        "outcome",
         "profile",
+        "seed_family",
     }
     assert record["profile"] == "fast" and record["passed"] is False
     # The book profile reproduces; expectations say so, so the table is clean ...
@@ -323,8 +329,8 @@ CHUNKS_ENV = HEADER.format(
     from collapse import report
     folder = os.environ.get("COLLAPSE_CHUNKS", "")
     print("from the kernel's stderr", file=sys.stderr)
-    report.verdict("folder", "the chunk folder is set", "Toy 2026", folder or "unset", "set", """
-    """bool(folder), kind="claim")
+    is_set = report.requires("a folder", bool(folder))
+    report.check("folder", "the folder is set", is_set, kind="sanity", note=folder or "unset")
     ```
     """
 )
@@ -337,9 +343,10 @@ def test_the_paper_profile_gives_sweeps_a_chunk_folder_and_streams_stderr(tmp_pa
     project = runner.Project(tmp_path)
     (nb,) = project.select([])
     book = runner.execute(project, nb, {"n": 1}, "book")
-    assert book.records[0]["measured"] == "unset"
+    assert book.records[0]["measured"] == "unset; a folder: no ()"
     paper = runner.execute(project, nb, {"n": 1}, "paper", stream=True)
-    assert paper.records[0]["measured"] == str(tmp_path / "book" / "executed" / ".chunks")
+    folder = str(tmp_path / "book" / "executed" / ".chunks")
+    assert paper.records[0]["measured"] == f"{folder}; a folder: yes"
     assert "from the kernel's stderr" in capfd.readouterr().err
     assert "COLLAPSE_CHUNKS" not in os.environ
 
@@ -356,3 +363,50 @@ def test_cli_executor_options(project):
     assert run("--executor", "spark").returncode == 2
     ok = run("--profile", "book", "--executor", "dask", "--workers", "2")
     assert ok.returncode == 0 and "01-toy: executed" in ok.stdout + ok.stderr, ok.stderr[-2000:]
+
+
+SEEDS = HEADER.format(claim="Seeds of a family", ranges="    n: {min: 1}") + textwrap.dedent(
+    """
+    # Seeds
+
+    ```{code-cell} ipython3
+    :tags: [parameters]
+    n = 2
+    ```
+
+    ```{code-cell} ipython3
+    from collapse import report, rng
+    seeds = rng.seeds(n)
+    small = report.below("the first seed", seeds[0], 10)
+    report.check("first-seed-small", "the seeds are the book's", small, kind="extension")
+    ```
+    """
+)
+
+
+def test_another_family_of_seeds_runs_apart_and_reseed_counts_the_outcomes(project):
+    (project.notebooks_dir / "03-seeds.md").write_text(SEEDS)
+    bad = cli(project, "run", "03", "--seed-family", "-1")
+    assert bad.returncode == 2 and "--seed-family must be an int >= 0" in bad.stderr
+    run = cli(project, "run", "03", "--seed-family", "1")
+    assert run.returncode == 0, run.stderr
+    folder = project.executed_dir / "families" / "book" / "family-1"
+    (record,) = json.loads((folder / "03-seeds.verdicts.json").read_text())
+    assert record["seed_family"] == 1 and record["passed"] is False
+    assert "$1 \\times 10^{6}$" in record["measured"]
+    assert not (project.executed_dir / "03-seeds.ipynb").exists()  # the book's own: untouched
+    first_run = (folder / "03-seeds.ipynb").stat().st_mtime_ns
+    again = cli(project, "reseed", "03", "--families", "2", "--book", "all")
+    assert again.returncode == 0, again.stderr
+    assert "fast: 0 of 1 verdicts held in all 2 families" in again.stdout
+    assert "differs between families: seeds/first-seed-small" in again.stdout
+    recorded = yaml.safe_load((project.notebooks_dir / "reseed.yml").read_text())
+    for profile in ("fast", "book"):
+        chapter = recorded[profile]["chapters"]["03-seeds"]
+        assert chapter["verdicts"]["first-seed-small"] == {"reproduced": 1, "not-reproduced": 1}
+        assert set(chapter["runs"]) == {0, 1} and all(
+            len(d) == 64 for d in chapter["runs"].values()
+        )
+    assert "03-seeds family 1: 1 not-reproduced" in again.stdout
+    # family 1 of the book profile had run above: the reseed reused it
+    assert (folder / "03-seeds.ipynb").stat().st_mtime_ns == first_run

@@ -1,4 +1,4 @@
-"""The `collapse` command: list, run, verdicts, book, publish, assignments, grade.
+"""The `collapse` command: list, run, verdicts, reseed, book, publish, assignments, grade.
 
 Exit status: 0 success; 1 a notebook raised, a verdict outcome differs from
 notebooks/expectations.yml, the book build failed, or a graded submission failed a
@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 from tqdm import tqdm
@@ -27,6 +28,7 @@ from . import (
     mathjax,
     pages,
     publish,
+    reseed,
     runner,
     scoreboard,
     status,
@@ -71,10 +73,50 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print each notebook's work, ETA and peak memory, and execute nothing",
     )
+    run.add_argument(
+        "--seed-family",
+        type=int,
+        default=0,
+        metavar="K",
+        help=(
+            "draw every seed from family K, disjoint from the book's (0, the default); the "
+            "results go to book/executed/families/PROFILE/family-K/"
+        ),
+    )
     _executor_options(run)
     verdicts = commands.add_parser("verdicts", help="every verdict of the executed notebooks")
     verdicts.add_argument(
         "--json", action="store_true", help="print a JSON list of verdict records"
+    )
+    again = commands.add_parser(
+        "reseed",
+        help="rerun chapters with other families of seeds and record, per verdict, how many "
+        "families gave each outcome (notebooks/reseed.yml)",
+    )
+    again.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="notebook name, number or name without number (default: all)",
+    )
+    again.add_argument(
+        "--families",
+        type=int,
+        default=3,
+        metavar="K",
+        help="families of seeds, the book's own (0) included (default: 3)",
+    )
+    again.add_argument(
+        "--book",
+        choices=("unsettled", "all", "none"),
+        default="unsettled",
+        help=(
+            "after the fast profile, run the book profile for the chapters the fast families "
+            "did not settle alike (default), for all, or for none"
+        ),
+    )
+    again.add_argument(
+        "--timeout", type=int, default=None, help="seconds allowed per cell (default: no limit)"
     )
     book = commands.add_parser("book", help="run what is stale, then a clean jupyter-book build")
     book.add_argument("--profile", default="book", help="fast, book or paper (default: book)")
@@ -188,7 +230,9 @@ def _run_all(
     executor="local",
     scheduler=None,
     workers=None,
+    seed_family=0,
 ):
+    check_int("--seed-family", seed_family, minimum=0)
     planned = runner.plan(project, names, profile, runner.parse_sets(sets))
     if profile == "paper":
         plan = estimate.estimate(project, planned, profile, force=force)
@@ -212,41 +256,51 @@ def _run_all(
             timeout=timeout,
             executor=pool,
             stream=profile == "paper",
+            seed_family=seed_family,
         ):
-            ok = sum(r["passed"] for r in result.records)
+            counts = Counter(report.outcome(r) for r in result.records)
             bar.write(
                 f"{result.name}: {result.status} in {result.seconds:.1f} s; "
-                f"verdicts {ok}/{len(result.records)} reproduced"
+                f"verdicts {counts['reproduced']}/{len(result.records)} reproduced"
+                + "".join(f", {counts[o]} {o}" for o in report.OUTCOMES[1:] if counts[o])
             )
             bar.update()
             results.append(result)
     return results
 
 
+# The fields of a verdict record that `collapse verdicts --json` prints, in this order.
+_JSON_FIELDS = (
+    "id",
+    "notebook",
+    "key",
+    "kind",
+    "claim",
+    "source",
+    "quote",
+    "measured",
+    "expected",
+    "passed",
+    "decided",
+    "outcome",
+    "profile",
+    "seed_family",
+)
+
+
 def _verdicts(project: runner.Project, as_json: bool) -> int:
     records = runner.collect_records(project)
     problems = scoreboard.check_expectations(records, project.expectations())
     if as_json:
-        keys = (
-            "notebook",
-            "key",
-            "kind",
-            "claim",
-            "paper_ref",
-            "measured",
-            "expected",
-            "passed",
-            "decided",
-            "profile",
-        )
-        print(json.dumps([{k: r.get(k) for k in keys} for r in records], indent=1))
+        rows = [{**r, "outcome": report.outcome(r)} for r in records]
+        print(json.dumps([{k: r.get(k) for k in _JSON_FIELDS} for r in rows], indent=1))
     else:
         for r in records:
             print(
-                f"{report.outcome(r):15} {r.get('kind', 'claim'):9} {r['notebook']:24} "
-                f"{r['key']:32} [{r['profile']}]  {r['measured']}  (expected {r['expected']})"
+                f"{report.outcome(r):15} {r['kind']:9} {r['id']:52} [{r['profile']}]  "
+                f"{r['measured']}  (expected {r['expected']})"
             )
-        print(f"{len(records)} verdicts, {sum(r['passed'] for r in records)} reproduced")
+        print(f"{len(records)} verdicts")
         for line in scoreboard.counts_text(records):
             print(f"  {line}")
     for line in problems:
@@ -256,6 +310,55 @@ def _verdicts(project: runner.Project, as_json: bool) -> int:
             "no executed notebooks: run `collapse run` or `collapse book` first", file=sys.stderr
         )
     return 1 if problems else 0
+
+
+def _reseed(project: runner.Project, names, families: int, book: str, timeout) -> int:
+    """The fast profile with every family, then the book profile for the chapters it did not
+    settle (or all, or none); notebooks/reseed.yml records both."""
+    check_int("--families", families, minimum=2)
+    runs = _reseed_profile(
+        project, runner.plan(project, names, "fast", {}), "fast", families, timeout
+    )
+    failed = _any_failed(runs)
+    if book != "none":
+        wanted = None if book == "all" else set(reseed.unsettled(runs))
+        chosen = [
+            (nb, params)
+            for nb, params in runner.plan(project, names, "book", {})
+            if wanted is None or nb.name in wanted
+        ]
+        print(
+            f"book profile for {len(chosen)} chapter(s): "
+            + (", ".join(nb.name for nb, _ in chosen) or "none unsettled")
+        )
+        if chosen:
+            failed |= _any_failed(_reseed_profile(project, chosen, "book", families, timeout))
+    print(f"recorded in {project.notebooks_dir / reseed.RESEED_FILE}")
+    return 1 if failed else 0
+
+
+def _reseed_profile(project, planned, profile: str, families: int, timeout) -> dict:
+    """Run `planned` with every family at `profile`, record it, print what held."""
+    total = len(planned) * families
+    with tqdm(total=total, desc=f"reseed [{profile}]", unit="run", file=sys.stderr) as bar:
+
+        def progress(run):
+            counts = Counter(report.outcome(r) for r in run.records)
+            said = run.error or ", ".join(f"{n} {o}" for o, n in counts.items())
+            bar.write(f"{run.notebook} family {run.family}: {said}")
+            bar.update()
+
+        runs = reseed.run_families(
+            project, planned, profile, families, timeout=timeout, progress=progress
+        )
+    data = reseed.merge(reseed.read(project), profile, families, runs)
+    reseed.write(project, data)
+    print("\n".join(reseed.summary_lines(data, profile)))
+    return runs
+
+
+def _any_failed(runs: dict) -> bool:
+    return any(run.error for chapter in runs.values() for run in chapter)
 
 
 def _merged(base: dict, extra: dict) -> dict:
@@ -319,7 +422,7 @@ def _book(
     _run_all(project, [], profile, [], **executor)
     records, expectations = runner.collect_records(project), project.expectations()
     pages.prepare_all(project.executed_dir, records, expectations, install)
-    scoreboard.write_pages(project.root, records, expectations)
+    scoreboard.write_pages(project.root, records, expectations, reseed.read(project))
     status.write_status(project.root, records)
     jupyter_book = shutil.which(
         "jupyter-book", path=str(Path(sys.executable).parent)
@@ -407,11 +510,14 @@ def main(argv=None) -> int:
                 args.sets,
                 force=args.force,
                 timeout=args.timeout,
+                seed_family=args.seed_family,
                 **pool,
             )
             return 0 if results else 1
         if args.command == "verdicts":
             return _verdicts(project, args.json)
+        if args.command == "reseed":
+            return _reseed(project, args.names, args.families, args.book, args.timeout)
         if args.command == "assignments":
             return _assignments(project, args.names, args.out)
         if args.command == "publish":

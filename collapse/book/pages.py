@@ -16,7 +16,15 @@ import re
 
 from ..report import METADATA_KEY, outcome
 from . import figdata, launch
-from .scoreboard import badge, kind_badge, short_reason, table_cell
+from .scoreboard import (
+    anchor,
+    badge,
+    glance_claim,
+    kind_badge,
+    quote_markdown,
+    short_reason,
+    table_cell,
+)
 
 __all__ = [
     "prepare",
@@ -26,6 +34,7 @@ __all__ = [
     "verdict_markdown",
     "artefacts",
     "ascii_math",
+    "unfilled_values",
     "ARTEFACTS",
     "EMOJI",
 ]
@@ -41,34 +50,33 @@ FOLDED_TAGS = ("hidden-check",)
 _GENERATED_TAGS = (GLANCE_TAG, DOWNLOADS_TAG, launch.INSTALL_TAG)
 
 
-def anchor(record: dict) -> str:
-    return f"verdict-{record['key']}"
-
-
 def verdict_markdown(record: dict) -> str:
-    """A verdict as the page shows it: an anchor, its badge, the claim, what was measured and
-    what it was held to."""
+    """A verdict as the page shows it: an anchor, its badge, the claim, the sentence of the
+    paper it tests, what was measured and what it was held to."""
+    quoted = quote_markdown(record)
     return (
         f"({anchor(record)})=\n"
         f"{badge(outcome(record))}{kind_badge(record)} **{record['claim']}** "
-        f"({record['paper_ref']}; `{record['key']}`)\n\n"
-        f"Measured: {record['measured']}  \nExpected: {record['expected']}\n"
+        f"(`{record['id']}`)\n\n"
+        + (f"{quoted}\n" if quoted else "")
+        + f"Measured: {record['measured']}  \nExpected: {record['expected']}\n"
     )
 
 
 def glance_markdown(records: list[dict], expectations: dict) -> str:
-    """The table under a chapter's title: claim (linking to its verdict), outcome, reason."""
+    """The table under a chapter's title: claim (linking to its verdict) with the first line
+    of the sentence it tests, outcome, reason."""
     lines = [
         "::::{container} verdict-glance",
-        "**Verdicts at a glance.** Each links to its verdict in [Verdicts](#verdicts); "
-        "badges say what was tested ({ref}`methods-verdicts`).",
+        "**Verdicts at a glance.** Each links to its verdict in [Verdicts](#verdicts), under "
+        "the paper's sentence it tests; badges say what was tested ({ref}`methods-verdicts`).",
         "",
         "| Claim | Outcome | Reason |",
         "|---|---|---|",
     ]
     for r in records:
         lines.append(
-            f"| [{table_cell(r['claim'])}](#{anchor(r)}) | {badge(outcome(r))}{kind_badge(r)} "
+            f"| {glance_claim(r)} | {badge(outcome(r))}{kind_badge(r)} "
             f"| {table_cell(short_reason(r, expectations))} |"
         )
     lines.append("::::")
@@ -183,6 +191,23 @@ _MATH = re.compile(r"\$\$.*?\$\$|\$[^$]*\$", re.S)
 def ascii_math(text: str) -> list[str]:
     """Pieces of `text`, outside its $...$ math, that spell math in ASCII (mu(X), ||x||, <=)."""
     return [m.group(0) for m in _ASCII_MATH.finditer(_MATH.sub(" ", text))]
+
+
+# A parameter's name in inline code, right after a word that wants a value ("T = `gamma_T`",
+# "at `n_perm` pairings"), in a built page: a glue that was never filled.
+_NAMED_VALUE = re.compile(
+    r"(?:=|\b(?:at|is|was|of|by|to|with|from|over|every|here|gives|give|between|and|in|on))"
+    r"\s*(?:\\\)\s*)?(?:</span>\s*)?"
+    r'<code class="docutils literal notranslate"><span class="pre">([A-Za-z_][A-Za-z0-9_]*)</span>'
+)
+_CODE_BLOCK = re.compile(r'<div class="highlight.*?</div>', re.S)
+
+
+def unfilled_values(html: str, names) -> list[str]:
+    """The parameter names (of `names`) that a built page shows in prose where a value
+    belongs, code blocks left out."""
+    prose = _CODE_BLOCK.sub("", html)
+    return [name for name in _NAMED_VALUE.findall(prose) if name in names]
 
 
 def _output_text(output) -> str:

@@ -1,7 +1,9 @@
 """Execute the MyST notebooks with papermill: profiles, parameter checks, content-hash cache.
 
 notebooks/NN-name.md --(jupytext + papermill, profile parameters)--> book/executed/
-NN-name.ipynb and NN-name.verdicts.json. Every parameter is checked against the
+NN-name.ipynb and NN-name.verdicts.json. A run with another family of seeds (`seed_family`
+K > 0, see collapse.rng) goes to book/executed/families/<profile>/family-K/ instead, so that
+it never replaces the book's own results. Every parameter is checked against the
 notebook's `parameters` cell (name, type) and the ranges in its header before anything
 runs, and a notebook is re-executed only when its provenance digest changes (its source
 and parameters, the science modules it imports, the numeric packages' versions: see
@@ -21,8 +23,8 @@ from pathlib import Path
 
 import yaml
 
-from .. import provenance
-from ..checks import ParameterError
+from .. import provenance, rng
+from ..checks import ParameterError, check_int
 from . import scoreboard
 
 __all__ = [
@@ -237,6 +239,13 @@ class Project:
     def executed_dir(self) -> Path:
         return self.root / "book" / "executed"
 
+    def output_dir(self, profile: str, seed_family: int = 0) -> Path:
+        """Where a run's executed notebooks go: book/executed/ for the book's own seeds, a
+        folder per profile and family for another family of seeds."""
+        if seed_family == 0:
+            return self.executed_dir
+        return self.executed_dir / "families" / profile / f"family-{seed_family}"
+
     def notebooks(self) -> dict[str, Notebook]:
         return {
             p.stem: Notebook.load(p) for p in sorted(self.notebooks_dir.glob("[0-9][0-9]-*.md"))
@@ -325,10 +334,12 @@ class Project:
         return params
 
 
-def content_hash(notebook: Notebook, params: dict, profile: str) -> str:
-    """The provenance digest of an executed notebook: its source, parameters and profile,
-    the science modules it imports (and theirs), and the numeric packages' versions."""
-    settings = json.dumps({"params": params, "profile": profile}, sort_keys=True).encode()
+def content_hash(notebook: Notebook, params: dict, profile: str, seed_family: int = 0) -> str:
+    """The provenance digest of an executed notebook: its source, parameters, profile and
+    seed family, the science modules it imports (and theirs), and the numeric packages'
+    versions."""
+    settings = {"params": params, "profile": profile, "seed_family": seed_family}
+    settings = json.dumps(settings, sort_keys=True).encode()
     payload = notebook.path.read_bytes() + b"\n" + settings
     return provenance.digest("notebook", payload, notebook.imports)
 
@@ -414,11 +425,14 @@ def _papermill(
         raise NotebookError(f"notebook {name} failed: {type(err).__name__}: {err}") from None
 
 
-def _environment(project: Project, profile: str) -> dict:
-    """Variables the kernel gets: for the paper profile, a folder where chunked sweeps keep
-    their chunks (collapse.chunks).
+def _environment(project: Project, profile: str, seed_family: int) -> dict:
+    """Variables the kernel gets: the seed family (collapse.rng) and, for the paper profile,
+    a folder where chunked sweeps keep their chunks (collapse.chunks).
     """
-    return {"COLLAPSE_CHUNKS": str(project.executed_dir / ".chunks")} if profile == "paper" else {}
+    env = {rng.FAMILY_ENV: str(seed_family)}
+    if profile == "paper":
+        env["COLLAPSE_CHUNKS"] = str(project.executed_dir / ".chunks")
+    return env
 
 
 @contextlib.contextmanager
@@ -436,6 +450,12 @@ def _patched_environ(extra: dict):
                 os.environ[key] = value
 
 
+def verdict_id(notebook: str, key: str) -> str:
+    """A verdict's name across the book: the chapter's slug and the verdict's key,
+    'mask-radius/every-mask-collapses'."""
+    return f"{notebook[3:]}/{key}"
+
+
 def _finish(
     project: Project,
     notebook: Notebook,
@@ -444,19 +464,30 @@ def _finish(
     params: dict,
     profile: str,
     seconds: float,
+    seed_family: int,
+    folder: Path,
 ) -> RunResult:
-    """Records and cache metadata; the notebook and its verdicts written atomically."""
+    """Records and cache metadata; the notebook and its verdicts written atomically into
+    `folder`."""
     import nbformat
 
-    output = project.executed_dir / f"{notebook.name}.ipynb"
+    folder.mkdir(parents=True, exist_ok=True)
+    output = folder / f"{notebook.name}.ipynb"
     partial = output.with_name(f".{notebook.name}.partial.ipynb")
     records = [
-        {**r, "notebook": notebook.name, "profile": profile}
+        {
+            **r,
+            "id": verdict_id(notebook.name, r["key"]),
+            "notebook": notebook.name,
+            "profile": profile,
+            "seed_family": seed_family,
+        }
         for r in scoreboard.records_from_notebook(executed)
     ]
     executed.metadata["collapse"] = {
         "hash": digest,
         "profile": profile,
+        "seed_family": seed_family,
         "parameters": params,
         "seconds": round(seconds, 2),
         "device": device_of(params),
@@ -486,14 +517,16 @@ def device_of(params: dict) -> str:
     return name
 
 
-def is_current(project: Project, notebook: Notebook, params: dict, profile: str) -> bool:
-    """Whether book/executed holds this notebook's result for these parameters and sources."""
-    output = project.executed_dir / f"{notebook.name}.ipynb"
-    return _cached(output, content_hash(notebook, params, profile))
+def is_current(
+    project: Project, notebook: Notebook, params: dict, profile: str, seed_family: int = 0
+) -> bool:
+    """Whether this notebook's result for these parameters, sources and seeds is on disk."""
+    output = project.output_dir(profile, seed_family) / f"{notebook.name}.ipynb"
+    return _cached(output, content_hash(notebook, params, profile, seed_family))
 
 
-def _cached_result(project: Project, notebook: Notebook, digest: str) -> RunResult | None:
-    output = project.executed_dir / f"{notebook.name}.ipynb"
+def _cached_result(project: Project, notebook: Notebook, digest: str, folder: Path):
+    output = folder / f"{notebook.name}.ipynb"
     if not _cached(output, digest):
         return None
     return RunResult(
@@ -514,17 +547,22 @@ def execute(
     force: bool = False,
     timeout: int | None = None,
     stream: bool = False,
+    seed_family: int = 0,
+    folder: Path | None = None,
 ) -> RunResult:
-    """Execute one notebook (or reuse its cached result); outputs are written atomically."""
-    digest = content_hash(notebook, params, profile)
-    cached = None if force else _cached_result(project, notebook, digest)
+    """Execute one notebook (or reuse its cached result) with the seeds of `seed_family`,
+    into `folder` (default: `Project.output_dir`); outputs are written atomically."""
+    seed_family = check_int("seed family", seed_family, minimum=0)
+    digest = content_hash(notebook, params, profile, seed_family)
+    folder = folder or project.output_dir(profile, seed_family)
+    cached = None if force else _cached_result(project, notebook, digest, folder)
     if cached:
         return cached
-    project.executed_dir.mkdir(parents=True, exist_ok=True)
-    partial = project.executed_dir / f".{notebook.name}.partial.ipynb"
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f".{notebook.name}.partial.ipynb"
     start = time.perf_counter()
     try:
-        with _patched_environ(_environment(project, profile)):
+        with _patched_environ(_environment(project, profile, seed_family)):
             executed = _papermill(
                 notebook.source(),
                 partial,
@@ -537,7 +575,9 @@ def execute(
     finally:
         seconds = time.perf_counter() - start
         partial.unlink(missing_ok=True)
-    return _finish(project, notebook, executed, digest, params, profile, seconds)
+    return _finish(
+        project, notebook, executed, digest, params, profile, seconds, seed_family, folder
+    )
 
 
 def _remote_job(
@@ -574,9 +614,10 @@ def execute_all(
     timeout: int | None = None,
     executor=None,
     stream: bool = False,
+    seed_family: int = 0,
 ):
     """Execute planned (notebook, params) pairs, the stale ones on `executor`
-    (collapse.executors; default: here, in order).
+    (collapse.executors; default: here, in order), with the seeds of `seed_family`.
 
     Yields RunResults as notebooks finish: cached ones first. A remote worker needs this
     checkout at the same path (notebooks read files next to them) and the same
@@ -587,27 +628,37 @@ def execute_all(
     if executor is None or not executor.remote:
         for notebook, params in planned:
             yield execute(
-                project, notebook, params, profile, force=force, timeout=timeout, stream=stream
+                project,
+                notebook,
+                params,
+                profile,
+                force=force,
+                timeout=timeout,
+                stream=stream,
+                seed_family=seed_family,
             )
         return
+    seed_family = check_int("seed family", seed_family, minimum=0)
+    folder = project.output_dir(profile, seed_family)
     stale = []
     for notebook, params in planned:
-        digest = content_hash(notebook, params, profile)
-        cached = None if force else _cached_result(project, notebook, digest)
+        digest = content_hash(notebook, params, profile, seed_family)
+        cached = None if force else _cached_result(project, notebook, digest, folder)
         if cached:
             yield cached
         else:
             stale.append((notebook, params, digest))
-    project.executed_dir.mkdir(parents=True, exist_ok=True)
-    env = _environment(project, profile)
+    folder.mkdir(parents=True, exist_ok=True)
+    env = _environment(project, profile, seed_family)
     jobs = [
         (nb.path.read_text(), nb.name, params, str(project.notebooks_dir), timeout, env)
         for nb, params, _ in stale
     ]
     for index, (text, seconds) in executor.map(_remote_job, jobs):
         notebook, params, digest = stale[index]
+        executed = nbformat.reads(text, as_version=4)
         yield _finish(
-            project, notebook, nbformat.reads(text, as_version=4), digest, params, profile, seconds
+            project, notebook, executed, digest, params, profile, seconds, seed_family, folder
         )
 
 
@@ -626,9 +677,10 @@ def plan(project: Project, names, profile: str, overrides: dict) -> list[tuple[N
     return [(nb, project.resolve(nb, profile, overrides)) for nb in notebooks]
 
 
-def collect_records(project: Project) -> list[dict]:
-    """Every verdict record of the executed notebooks, in notebook order."""
+def collect_records(project: Project, folder: Path | None = None) -> list[dict]:
+    """Every verdict record of the executed notebooks (in book/executed/, or `folder`), in
+    notebook order."""
     records = []
-    for path in sorted(project.executed_dir.glob("*.verdicts.json")):
+    for path in sorted((folder or project.executed_dir).glob("*.verdicts.json")):
         records.extend(json.loads(path.read_text()))
     return records

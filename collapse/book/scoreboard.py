@@ -1,6 +1,12 @@
 """The verdict records of executed notebooks: collected, checked against expectations.yml,
 counted by kind and outcome, and written as the scoreboard page, the intro's tables and its
-overview figure."""
+overview figure.
+
+What is counted is a verdict record: a claim tested at several masks, sizes or depths is one
+record, whose cases are its rows. Claims and analogues are the papers' sentences; extensions
+(our own questions) and sanity checks (identities of our code) are counted apart and never
+for or against a paper.
+"""
 
 from __future__ import annotations
 
@@ -17,23 +23,31 @@ __all__ = [
     "check_expectations",
     "counts",
     "counts_text",
+    "held",
+    "tally_sentence",
+    "WHOSE",
     "Chapter",
     "chapters",
+    "anchor",
     "short_reason",
+    "quote_markdown",
     "table_cell",
     "badge",
+    "kind_badge",
     "scoreboard_markdown",
     "summary_markdown",
     "overview_figure",
     "write_pages",
 ]
 
-# How each kind is named on the scoreboard, in the order shown.
+# How each kind is named where it is counted, in the order shown.
 _HEADINGS = {
     "claim": "Claims of the papers",
     "analogue": "Claims run on a stand-in",
+    "extension": "Extensions: our own questions",
     "sanity": "Sanity checks of our own code",
 }
+_PAPER_KINDS = ("claim", "analogue")
 # Not reproduced first, then inconclusive: what a reader should see first.
 _ORDER = {"not-reproduced": 0, "inconclusive": 1, "reproduced": 2}
 _BADGES = {
@@ -41,7 +55,17 @@ _BADGES = {
     "not-reproduced": ("danger", "not reproduced"),
     "inconclusive": ("warning", "inconclusive"),
 }
-_KIND_BADGES = {"analogue": "on a stand-in", "sanity": "sanity check"}
+_KIND_BADGES = {"analogue": "on a stand-in", "extension": "extension", "sanity": "sanity check"}
+# For a claim that is not reproduced, expectations.yml says whose failure it is (`whose`).
+WHOSE = {
+    "paper": "Against the paper: its sentence does not hold in the closest setting we run.",
+    "setting": (
+        "Our setting departs from the paper's where the paper is silent (see why); not "
+        "settled against the paper."
+    ),
+    "profile": "This profile's reduced size, not the paper: the book profile reproduces it.",
+    "stand-in": "About the stand-in, not the paper's checkpoint.",
+}
 # The colours of the outcomes in the overview figure (Okabe-Ito, as the chapters' figures).
 _COLOURS = {"reproduced": "#009E73", "not-reproduced": "#D55E00", "inconclusive": "#E69F00"}
 
@@ -57,55 +81,89 @@ def records_from_notebook(notebook) -> list[dict]:
     return found
 
 
+def _entry(record: dict, expectations: dict) -> dict:
+    return expectations.get(record["notebook"], {}).get(record["key"], {})
+
+
 def check_expectations(records: list[dict], expectations: dict) -> list[str]:
-    """Lines describing every record whose outcome differs from expectations.yml (empty: all
+    """Lines describing every record whose outcome differs from expectations.yml, and every
+    paper's claim that is not reproduced without saying whose failure it is (empty: all
     match).
 
-    expectations: {notebook: {verdict key: {profile: outcome, "why": reason}}}.
+    expectations: {notebook: {verdict key: {profile: outcome, "why", "short", "whose"}}}.
     """
     problems = []
     for r in records:
-        expected = expectations.get(r["notebook"], {}).get(r["key"], {}).get(r["profile"])
-        got = outcome(r)
+        entry = _entry(r, expectations)
+        expected, got = entry.get(r["profile"]), outcome(r)
+        where = f"{r['notebook']} {r['key']} [{r['profile']}]"
         if expected is None:
-            problems.append(
-                f"{r['notebook']} {r['key']} [{r['profile']}]: {got}, "
-                "but expectations.yml records no outcome"
-            )
+            problems.append(f"{where}: {got}, but expectations.yml records no outcome")
         elif expected != got:
+            problems.append(f"{where}: {got}, expected {expected}")
+        elif _needs_whose(r) and entry.get("whose") not in WHOSE:
             problems.append(
-                f"{r['notebook']} {r['key']} [{r['profile']}]: {got}, expected {expected}"
+                f"{where}: a claim not reproduced needs `whose` in expectations.yml, one of "
+                + ", ".join(WHOSE)
             )
     return problems
 
 
-def _kind(record: dict) -> str:
-    return record.get("kind", "claim")
+def _needs_whose(record: dict) -> bool:
+    return outcome(record) == "not-reproduced" and record["kind"] in _PAPER_KINDS
 
 
 def counts(records: list[dict]) -> dict[str, Counter]:
-    """{kind: Counter(outcome -> number of verdicts)} for every kind, in KINDS order."""
+    """{kind: Counter(outcome -> number of records)} for every kind, in KINDS order."""
     table = {kind: Counter() for kind in KINDS}
     for r in records:
-        table[_kind(r)][outcome(r)] += 1
+        table[r["kind"]][outcome(r)] += 1
     return table
 
 
+def _noun(kind: str, n: int) -> str:
+    singular = {"claim": "claim", "analogue": "analogue", "extension": "extension"}
+    word = singular.get(kind, "sanity check")
+    return word if n == 1 else word + "s"
+
+
 def counts_text(records: list[dict]) -> list[str]:
-    """One plain line per kind that has verdicts: 'claim: 40 verdicts, 30 reproduced, ...'."""
+    """One plain line per kind: 'claim: 30 claims (24 reproduced, 4 not-reproduced, ...),
+    52 rows'. A claim tested at several settings counts once; its rows are counted beside."""
     lines = []
     for kind, tally in counts(records).items():
         total = sum(tally.values())
-        if total:
-            parts = ", ".join(f"{tally[o]} {o}" for o in OUTCOMES if tally[o])
-            lines.append(f"{kind}: {total} verdicts, {parts}")
+        rows = sum(max(len(r["rows"]), 1) for r in records if r["kind"] == kind)
+        parts = ", ".join(f"{tally[o]} {o}" for o in OUTCOMES if tally[o]) or "none run"
+        lines.append(f"{kind}: {total} {_noun(kind, total)} ({parts}), {rows} rows")
     return lines
 
 
-def _tally_sentence(tally: Counter) -> str:
+def held(reseeded: dict, record: dict) -> tuple[int, int] | None:
+    """(k, K): in how many of the K seed families the verdict had this record's outcome
+    (notebooks/reseed.yml at the record's profile); None when it was not rerun."""
+    profile = reseeded.get(record["profile"], {}) or {}
+    chapter = profile.get("chapters", {}).get(record["notebook"], {})
+    tally = chapter.get("verdicts", {}).get(record["key"])
+    if not tally:
+        return None
+    return tally.get(outcome(record), 0), sum(tally.values())
+
+
+def _held_text(reseeded: dict, record: dict) -> str:
+    found = held(reseeded, record)
+    if found is None:
+        return ""
+    k, total = found
+    return f"Held in {k} of {total} seed families."
+
+
+def tally_sentence(tally: Counter, kind: str) -> str:
+    """'3 of 4 claims reproduced (1 not reproduced)': how the intro and the scoreboard say a
+    kind's count."""
     total = sum(tally.values())
     rest = [f"{tally[o]} {o.replace('-', ' ')}" for o in OUTCOMES[1:] if tally[o]]
-    return f"{tally['reproduced']} of {total} reproduced" + (
+    return f"{tally['reproduced']} of {total} {_noun(kind, total)} reproduced" + (
         f" ({', '.join(rest)})" if rest else ""
     )
 
@@ -118,27 +176,63 @@ def badge(result: str) -> str:
 
 
 def kind_badge(record: dict) -> str:
-    """' {bdg-secondary-line}`sanity check`' for a sanity check or a stand-in, else ''."""
-    label = _KIND_BADGES.get(_kind(record))
+    """' {bdg-secondary-line}`extension`' for any kind but a claim, else ''."""
+    label = _KIND_BADGES.get(record["kind"])
     return f" {{bdg-secondary-line}}`{label}`" if label else ""
 
 
-def _entry(record: dict, expectations: dict) -> dict:
-    return expectations.get(record["notebook"], {}).get(record["key"], {})
+def anchor(record: dict) -> str:
+    """The label of a verdict on its chapter's page, unique in the book."""
+    return "verdict-" + f"{record['notebook'][3:]}-{record['key']}"
+
+
+def _citation(record: dict) -> str:
+    """'{cite:t}`wu2024role`, abstract' from the record's source."""
+    cite, _, where = record["source"].partition(", ")
+    return f"{{cite:t}}`{cite}`, {where}"
+
+
+def quote_markdown(record: dict) -> str:
+    """The quoted sentence a claim tests, as a Markdown block quote with its citation ('' for
+    a record that quotes none)."""
+    if not record.get("quote"):
+        return ""
+    lead = "Goes beyond: " if record["kind"] == "extension" else ""
+    return f"> {lead}“{record['quote']}” ({_citation(record)})\n"
+
+
+def _first_line(text: str, width: int = 110) -> str:
+    """The first sentence of `text`, cut at a word to `width` characters."""
+    sentence = re.split(r"(?<=[.;])\s", text, maxsplit=1)[0]
+    if len(sentence) <= width:
+        return sentence
+    return sentence[:width].rsplit(" ", 1)[0] + " …"
 
 
 def short_reason(record: dict, expectations: dict) -> str:
     """One line on why a verdict came out as it did: what a reproduced verdict was held to,
-    else the `short` reason recorded in expectations.yml (its `why` when there is none)."""
+    else whose failure it is and the `short` reason recorded in expectations.yml."""
     if outcome(record) == "reproduced":
         return f"Held to: {record['expected']}"
     entry = _entry(record, expectations)
-    return entry.get("short") or entry.get("why") or "See the chapter's verdict."
+    reason = entry.get("short") or entry.get("why") or "See the chapter's verdict."
+    whose = WHOSE.get(entry.get("whose", "")) if record["kind"] in _PAPER_KINDS else None
+    return f"{whose} {reason}" if whose and outcome(record) == "not-reproduced" else reason
 
 
 def table_cell(text: str) -> str:
     """Text for one cell of a Markdown table: a pipe escaped, on one line."""
     return str(text).replace("|", "\\|").replace("\n", " ").strip()
+
+
+def glance_claim(record: dict) -> str:
+    """A verdict's cell in a chapter's at-a-glance table: its claim, linking to the verdict,
+    and the first line of the sentence it tests."""
+    cell = f"[{table_cell(record['claim'])}](#{anchor(record)})"
+    if record.get("quote"):
+        words = table_cell(_first_line(record["quote"]))
+        cell += f"<br>*“{words}”* ({table_cell(_citation(record))})"
+    return cell
 
 
 class Chapter:
@@ -179,68 +273,118 @@ def _profiles(records: list[dict]) -> str:
     return ", ".join(sorted({r["profile"] for r in records})) or "none"
 
 
-def scoreboard_markdown(records: list[dict], expectations: dict, book: list[Chapter]) -> str:
-    """The scoreboard page: an overview of every chapter's outcomes, then every verdict
-    under its paper and chapter, with its badge, a one-line reason and, folded, what was
-    measured and why."""
-    table = counts(records)
+def _rows_line(record: dict) -> str:
+    """'Rows: complete not reproduced; causal reproduced.' for a verdict with several cases."""
+    cases = "; ".join(f"{case} {result.replace('-', ' ')}" for case, result in record["rows"])
+    return f"Rows: {cases}." if cases else ""
+
+
+def scoreboard_markdown(
+    records: list[dict], expectations: dict, book: list[Chapter], reseeded: dict | None = None
+) -> str:
+    """The scoreboard page: per chapter, how many claims, extensions and sanity checks came
+    out which way; then the claims of each paper (not reproduced first), each with the
+    sentence it tests, a one-line reason and, folded, what was measured; then the extensions
+    and the sanity checks, each in a section of its own."""
+    reseeded = reseeded or {}
     lines = [
         "# Scoreboard",
         "",
-        f"Every verdict computed by the executed notebooks (profile {_profiles(records)}), "
-        "under the paper and the chapter it belongs to; within a chapter, verdicts that did not "
-        "reproduce come first. A badge says what a verdict tested ({ref}`methods-verdicts`): "
-        "unmarked, a claim of the paper; *on a stand-in*, a claim run on a model or corpus "
-        "other than the paper's; *sanity check*, an identity of our own code, never counted as "
-        "a reproduced claim. The claims are those of {cite:t}`wu2024role` and "
-        "{cite:t}`naitsaada2025gap`.",
+        f"Every verdict computed by the executed notebooks (profile {_profiles(records)}). "
+        "What is counted is a verdict: a claim tested at several masks, sizes or depths counts "
+        "once, with its cases as rows beneath. A verdict has a kind ({ref}`methods-verdicts`): "
+        "a *claim* tests a sentence of {cite:t}`wu2024role` or {cite:t}`naitsaada2025gap`, "
+        "quoted under it; an *analogue* tests one on a stand-in model or corpus; an "
+        "*extension* asks our own question beyond the papers and is never counted for or "
+        "against them; a *sanity check* guards our code. Where the chapters were rerun with "
+        "other families of seeds, each verdict says in how many it held.",
         "",
         "::::{container} scoreboard-overview",
-        "| Chapter | Verdicts | Reproduced | Not reproduced | Inconclusive |",
-        "|---|---:|---:|---:|---:|",
+        "| Chapter | Claims | Reproduced | Not reproduced | Inconclusive | Extensions "
+        "| Sanity checks |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for chapter, group in _by_chapter(records, book):
-        tally = Counter(outcome(r) for r in group)
+        claims = [r for r in group if r["kind"] in _PAPER_KINDS]
+        tally = Counter(outcome(r) for r in claims)
+        others = Counter(r["kind"] for r in group)
         lines.append(
             f"| [{chapter.number}. {table_cell(chapter.title)}]({chapter.link()}) "
-            f"| {len(group)} | " + " | ".join(str(tally[o]) for o in OUTCOMES) + " |"
+            f"| {len(claims)} | "
+            + " | ".join(str(tally[o]) for o in OUTCOMES)
+            + f" | {others['extension']} | {others['sanity']} |"
         )
-    total = Counter(outcome(r) for r in records)
+    claims = [r for r in records if r["kind"] in _PAPER_KINDS]
+    total = Counter(outcome(r) for r in claims)
+    others = Counter(r["kind"] for r in records)
     lines += [
-        f"| **All chapters** | **{len(records)}** | "
+        f"| **All chapters** | **{len(claims)}** | "
         + " | ".join(f"**{total[o]}**" for o in OUTCOMES)
-        + " |",
+        + f" | **{others['extension']}** | **{others['sanity']}** |",
         "::::",
         "",
     ]
+    table = counts(records)
     for kind, heading in _HEADINGS.items():
         if sum(table[kind].values()):
-            lines.append(f"- {heading}: {_tally_sentence(table[kind])}.")
-    part = None
+            lines.append(f"- {heading}: {tally_sentence(table[kind], kind)}.")
+    lines += _claims_sections(records, expectations, book, reseeded)
+    for kind in ("extension", "sanity"):
+        mine = [r for r in records if r["kind"] == kind]
+        if mine:
+            lines += ["", f"## {_HEADINGS[kind]}", ""]
+            lines.append(
+                "Our own questions beyond the papers: a stronger reading, our derivation or "
+                "another model family. Their outcomes say nothing for or against a paper."
+                if kind == "extension"
+                else "Identities that hold by construction of our code: they guard it and "
+                "are never counted as reproduced claims."
+            )
+            lines += _chapter_blocks(mine, expectations, book, reseeded, level="###")
+    return "\n".join(lines) + "\n"
+
+
+def _claims_sections(records, expectations, book, reseeded) -> list[str]:
+    """The papers' claims, under the paper (the part of the book) and the chapter."""
+    lines, part = [], None
     for chapter, group in _by_chapter(records, book):
-        if not group:
+        claims = [r for r in group if r["kind"] in _PAPER_KINDS]
+        if not claims:
             continue
         if chapter.part != part:
             part = chapter.part
             lines += ["", f"## {part}"]
         lines += ["", f"### {chapter.number}. {chapter.title}", ""]
-        for r in sorted(group, key=lambda r: _ORDER[outcome(r)]):
-            lines += _verdict_block(r, expectations, chapter)
-    return "\n".join(lines) + "\n"
+        for r in sorted(claims, key=lambda r: _ORDER[outcome(r)]):
+            lines += _verdict_block(r, expectations, chapter, reseeded)
+    return lines
 
 
-def _verdict_block(record: dict, expectations: dict, chapter: Chapter) -> list[str]:
+def _chapter_blocks(records, expectations, book, reseeded, level: str) -> list[str]:
+    lines = []
+    for chapter, group in _by_chapter(records, book):
+        if group:
+            lines += ["", f"{level} {chapter.number}. {chapter.title}", ""]
+            for r in sorted(group, key=lambda r: _ORDER[outcome(r)]):
+                lines += _verdict_block(r, expectations, chapter, reseeded)
+    return lines
+
+
+def _verdict_block(record: dict, expectations: dict, chapter: Chapter, reseeded) -> list[str]:
     why = _entry(record, expectations).get("why", "")
     details = [f"Measured: {record['measured']}", "", f"Expected: {record['expected']}"]
     if why and outcome(record) != "reproduced":
         details += ["", f"Why: {why}"]
+    after = " ".join(x for x in (_rows_line(record), _held_text(reseeded, record)) if x)
     return [
         "::::{container} scoreboard-verdict",
         f"{badge(outcome(record))}{kind_badge(record)} "
-        f"[{table_cell(record['claim'])}](#verdict-{record['key']}) "
-        f"({record['paper_ref']}; `{record['key']}`)",
+        f"[{table_cell(record['claim'])}](#{anchor(record)}) "
+        f"(`{record['id']}`)",
         "",
+        *([quote_markdown(record)] if record.get("quote") else []),
         short_reason(record, expectations),
+        *(["", after] if after else []),
         "",
         ":::{dropdown} What was measured" + (" and why" if len(details) > 3 else ""),
         *details,
@@ -252,29 +396,32 @@ def _verdict_block(record: dict, expectations: dict, chapter: Chapter) -> list[s
 
 def summary_markdown(records: list[dict], expectations: dict, book: list[Chapter]) -> str:
     """The intro's summary: the counts per kind, the overview figure, and one table per paper
-    with each chapter's claim, outcome, reason and link."""
+    with each chapter's claims, outcome, reason and link."""
     if not records:
         return "No notebook has been executed yet: run `collapse book` to fill this in.\n"
     table = counts(records)
     lines = [
-        f"In this build (profile {_profiles(records)}) the chapters compute "
-        f"{len(records)} verdicts; the {{doc}}`scoreboard </book/executed/scoreboard>` lists "
-        "each one with what was measured.",
+        f"In this build (profile {_profiles(records)}) the chapters compute {len(records)} "
+        "verdicts. A claim tested at several masks, sizes or depths counts once; extensions "
+        "(our own questions) and sanity checks (of our code) are counted apart and never for "
+        "or against a paper. The {doc}`scoreboard </book/executed/scoreboard>` lists each one "
+        "with the sentence it tests and what was measured.",
         "",
     ]
     for kind, heading in _HEADINGS.items():
         if sum(table[kind].values()):
-            lines.append(f"- **{heading}**: {_tally_sentence(table[kind])}.")
+            lines.append(f"- **{heading}**: {tally_sentence(table[kind], kind)}.")
     lines += [
         "",
         "```{figure} executed/overview.png",
         ":name: fig-overview",
         ":width: 660px",
-        ":alt: One bar per chapter, split into its reproduced, not reproduced and inconclusive"
-        " verdicts.",
+        ":alt: One bar per chapter, split into its claims that reproduced, did not reproduce"
+        " or were inconclusive.",
         "",
-        "Every chapter's verdicts by outcome, grouped by paper; sanity checks of our own code "
-        "are left out. Green: reproduced; vermilion: not reproduced; orange: inconclusive.",
+        "Every chapter's claims of the papers by outcome, grouped by paper; extensions and "
+        "sanity checks are left out. Green: reproduced; vermilion: not reproduced; orange: "
+        "inconclusive.",
         "```",
     ]
     part = None
@@ -285,7 +432,7 @@ def summary_markdown(records: list[dict], expectations: dict, book: list[Chapter
                 "",
                 f"**{part}**",
                 "",
-                "| Chapter | Outcome and reason |",
+                "| Chapter | Claims: outcome and reason |",
                 "|---|---|",
             ]
         lines.append(_chapter_row(chapter, group, expectations))
@@ -294,15 +441,19 @@ def summary_markdown(records: list[dict], expectations: dict, book: list[Chapter
 
 def _chapter_row(chapter: Chapter, group: list[dict], expectations: dict) -> str:
     """A chapter in one row: its claims' overall outcome and the first reason a claim failed."""
-    claims = [r for r in group if _kind(r) != "sanity"]
+    claims = [r for r in group if r["kind"] in _PAPER_KINDS]
     tally = Counter(outcome(r) for r in claims)
     link = (
         f"{{doc}}`{chapter.number}. {table_cell(chapter.title)} </book/executed/{chapter.name}>`"
     )
-    if not claims:
+    extensions = sum(r["kind"] == "extension" for r in group)
+    extra = f" ({extensions} {_noun('extension', extensions)} beside.)" if extensions else ""
+    if not group:
         return f"| {link} | Not run yet: `collapse book` computes its verdicts. |"
+    if not claims:
+        return f"| {link} | No claim of the papers is tested here.{extra} |"
     if tally["reproduced"] == len(claims):
-        result, reason = badge("reproduced"), f"all {len(claims)} verdicts."
+        result, reason = badge("reproduced"), f"all {len(claims)} {_noun('claim', len(claims))}."
     else:
         first = min(
             (r for r in claims if outcome(r) != "reproduced"), key=lambda r: _ORDER[outcome(r)]
@@ -313,18 +464,20 @@ def _chapter_row(chapter: Chapter, group: list[dict], expectations: dict) -> str
             else f"{{bdg-warning-line}}`{tally['reproduced']} of {len(claims)} reproduced`"
         )
         reason = f"{first['claim']}: {short_reason(first, expectations)}"
-    return f"| {link} | {result} {table_cell(reason)} |"
+    return f"| {link} | {result} {table_cell(reason)}{extra} |"
 
 
 def overview_figure(records: list[dict], book: list[Chapter], path: Path) -> None:
-    """Horizontal bars, one per chapter, of its claim verdicts by outcome, written to `path`
-    (PNG, drawn at the book's page width)."""
+    """Horizontal bars, one per chapter, of its claims by outcome, written to `path` (PNG,
+    drawn at the book's page width)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [(c, [r for r in g if _kind(r) != "sanity"]) for c, g in _by_chapter(records, book)]
+    rows = [
+        (c, [r for r in g if r["kind"] in _PAPER_KINDS]) for c, g in _by_chapter(records, book)
+    ]
     fig, ax = plt.subplots(figsize=(6.6, 0.42 * len(rows) + 1.0), dpi=100)
     y = list(range(len(rows)))[::-1]
     left = [0] * len(rows)
@@ -333,7 +486,7 @@ def overview_figure(records: list[dict], book: list[Chapter], path: Path) -> Non
         ax.barh(y, widths, left=left, color=_COLOURS[result], label=result.replace("-", " "))
         left = [a + b for a, b in zip(left, widths, strict=True)]
     ax.set_yticks(y, [_label_lines(f"{c.number}. {c.title}") for c, _ in rows], fontsize=8.5)
-    ax.set_xlabel("verdicts (claims and stand-ins)", fontsize=10)
+    ax.set_xlabel("claims of the papers (and stand-ins)", fontsize=10)
     ax.spines[["top", "right"]].set_visible(False)
     ax.legend(frameon=False, fontsize=9, loc="lower right")
     fig.tight_layout()
@@ -349,13 +502,15 @@ def _label_lines(title: str, width: int = 44) -> str:
     return "\n".join(textwrap.wrap(title, width))
 
 
-def write_pages(root: Path, records: list[dict], expectations: dict) -> None:
+def write_pages(
+    root: Path, records: list[dict], expectations: dict, reseeded: dict | None = None
+) -> None:
     """scoreboard.md, summary.md (included by the intro) and overview.png in book/executed/."""
     executed = root / "book" / "executed"
     executed.mkdir(parents=True, exist_ok=True)
     book = chapters(root)
     for name, text in (
-        ("scoreboard.md", scoreboard_markdown(records, expectations, book)),
+        ("scoreboard.md", scoreboard_markdown(records, expectations, book, reseeded)),
         ("summary.md", summary_markdown(records, expectations, book)),
     ):
         tmp = executed / f".{name}"
