@@ -10,7 +10,8 @@ every image decoded, every notebook figure numbered and captioned, all math type
 MathJax with no TeX left in the text, every link within the site answering, each
 notebook's source .md and executed .ipynb offered for download, a citation on every page
 that states a result, and every verdict on the scoreboard. A screenshot of each page (the
-first 1280 x 900 pixels) is kept in _build/screenshots/ for a person to look at.
+first 1280 x 900 pixels; for the scoreboard also its first claim with its quote and its
+extensions) is kept in _build/screenshots/ for a person to look at.
 """
 
 from __future__ import annotations
@@ -251,6 +252,16 @@ def _visit(context, base: str, html: Path, name: str) -> Visit:
         clip = {**box, "y": box["y"] + scrolled}  # page coordinates: no sticky header inside
         page.screenshot(path=f"{shot}__model.png", full_page=True, clip=clip)
         visit.model_height = int(box["height"])
+    # the scoreboard below its first screen: the first claim with its quote, the extensions
+    for part, selector in (
+        ("claim", ".scoreboard-verdict"),
+        ("extensions", "#extensions-our-own-questions"),
+    ):
+        found = page.query_selector(selector) if name.endswith("scoreboard.html") else None
+        if found is not None:
+            top = found.bounding_box()["y"] + page.evaluate("window.scrollY")
+            clip = {"x": 0, "y": top, **DESKTOP}
+            page.screenshot(path=f"{shot}__{part}.png", full_page=True, clip=clip)
     page.close()
     visit.phone = _look_at_phone_width(context, base, html, name, shot)
     return visit

@@ -115,8 +115,9 @@ def test_a_claim_broken_on_purpose_fails_its_verdict(tmp_path):
 
 def test_every_verdict_rerun_with_other_seeds_held_in_every_family():
     """notebooks/reseed.yml (written by `collapse reseed`): every chapter was rerun in the fast
-    profile, every verdict it names is a verdict of expectations.yml, and none changed its
-    outcome with the seeds (one that does must be decided on more seeds or be inconclusive)."""
+    profile, every verdict it names is a verdict of expectations.yml with the outcome written
+    there, and none changed its outcome with the seeds (one that does must be decided on more
+    seeds or be inconclusive)."""
     recorded = yaml.safe_load((ROOT / "notebooks" / "reseed.yml").read_text())
     assert set(recorded["fast"]["chapters"]) == set(NOTEBOOKS)
     for profile, entry in recorded.items():
@@ -128,3 +129,8 @@ def test_every_verdict_rerun_with_other_seeds_held_in_every_family():
                 assert key in EXPECTATIONS[name], f"reseed.yml names {name} {key}, now gone"
                 assert len(counts) == 1, f"{profile} {name} {key} differs by seeds: {counts}"
                 assert sum(counts.values()) == entry["families"], (profile, name, key)
+                expected = EXPECTATIONS[name][key].get(profile)
+                assert set(counts) == {expected}, (
+                    f"{profile} {name} {key}: reseed.yml saw {counts}, expectations.yml says "
+                    f"{expected}"
+                )
