@@ -261,7 +261,7 @@ def _visit(context, base: str, html: Path, name: str) -> Visit:
         if found is not None:
             top = found.bounding_box()["y"] + page.evaluate("window.scrollY")
             clip = {"x": 0, "y": top, **DESKTOP}
-            page.screenshot(path=f"{shot}__{part}.png", full_page=True, clip=clip)
+            page.screenshot(path=f"{shot}__detail-{part}.png", full_page=True, clip=clip)
     page.close()
     visit.phone = _look_at_phone_width(context, base, html, name, shot)
     return visit
@@ -327,7 +327,8 @@ def test_every_page_was_visited(browsed):
         "book/executed/scoreboard.html",
     }
     assert expected <= set(browsed.pages), sorted(expected - set(browsed.pages))
-    shots = [p for p in SCREENSHOTS.glob("*.png") if "__model" not in p.stem]
+    parts = ("__model", "__detail-")  # a part of a page, beside its first screen
+    shots = [p for p in SCREENSHOTS.glob("*.png") if not any(x in p.stem for x in parts)]
     assert len([p for p in shots if not p.stem.endswith(".phone")]) == len(browsed.pages)
     assert len([p for p in shots if p.stem.endswith(".phone")]) == len(browsed.pages)
 

@@ -179,7 +179,11 @@ def test_a_parameter_name_left_where_a_value_belongs_is_found():
     page = (
         f"<p>at $T$ = {code.format('gamma_T')}, over {code.format('n_perm')} pairings; run "
         f"<code>collapse</code> with {code.format('--set')}; the parameter "
-        f"{code.format('n_seeds')} sets the seeds.</p>"
+        f"{code.format('n_seeds')} sets the seeds; rerun with {code.format('n_seeds')} = 40 or "
+        '<code class="docutils literal notranslate"><span class="pre">n_seeds</span> '
+        '<span class="pre">=</span> <span class="pre">40</span></code>, '
+        f"with {code.format('n_seeds')} set to 40, or add 40 to {code.format('n_seeds')} "
+        f"([10, 20]).</p>"
         f'<div class="highlight"><pre>x = {code.format("n_layers")}</pre></div>'
     )
     names = {"gamma_T", "n_perm", "n_seeds", "n_layers"}

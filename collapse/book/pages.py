@@ -194,11 +194,13 @@ def ascii_math(text: str) -> list[str]:
 
 
 # A parameter's name in inline code, right after a word that wants a value ("T = `gamma_T`",
-# "at `n_perm` pairings"), in a built page: a glue that was never filled.
+# "at `n_perm` pairings"), in a built page: a glue that was never filled. A name given with
+# its value ("with `d_qk` = 64", "`checkpoint` set to ...", "`ws` ([1.2])") names a parameter.
 _NAMED_VALUE = re.compile(
     r"(?:=|\b(?:at|is|was|of|by|to|with|from|over|every|here|gives|give|between|and|in|on))"
     r"\s*(?:\\\)\s*)?(?:</span>\s*)?"
     r'<code class="docutils literal notranslate"><span class="pre">([A-Za-z_][A-Za-z0-9_]*)</span>'
+    r'(?!\s*(?:</code>\s*|<span class="pre">)(?:=|set\b|\())'
 )
 _CODE_BLOCK = re.compile(r'<div class="highlight.*?</div>', re.S)
 

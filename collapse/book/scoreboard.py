@@ -202,11 +202,15 @@ def quote_markdown(record: dict) -> str:
 
 
 def _first_line(text: str, width: int = 110) -> str:
-    """The first sentence of `text`, cut at a word to `width` characters."""
-    sentence = re.split(r"(?<=[.;])\s", text, maxsplit=1)[0]
+    """The first sentence of `text`; one longer than `width` characters keeps its opening and
+    its close, where a sentence's point usually lies, with an ellipsis between (cut at words).
+    """
+    sentence = re.split(r"(?<=[.!?])\s+(?=[A-Z“])", text, maxsplit=1)[0]
     if len(sentence) <= width:
         return sentence
-    return sentence[:width].rsplit(" ", 1)[0] + " …"
+    head = sentence[: width * 2 // 5].rsplit(" ", 1)[0]
+    tail = sentence[-(width * 3 // 5) :].split(" ", 1)[-1]
+    return f"{head} … {tail}"
 
 
 def short_reason(record: dict, expectations: dict) -> str:
