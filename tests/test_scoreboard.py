@@ -217,3 +217,17 @@ def test_the_overview_figure_is_drawn_at_page_width(tmp_path):
     scoreboard.overview_figure(records, book, path)
     width, _ = Image.open(path).size
     assert 1200 <= width <= 1400  # 6.6 in at 200 dpi, shown at 660 px
+
+
+def test_the_glance_keeps_a_long_quotes_opening_and_close():
+    long = {
+        **record(),
+        "quote": "Our framework offers a fresh perspective on recent studies, such as (Ye et al., "
+        "2024; Ali et al., 2023), whose ad hoc solutions can now be interpreted as implicit "
+        "efforts to address the spectral gap issue. A second sentence.",
+    }
+    cell = scoreboard.glance_claim(long)
+    assert "*“Our framework offers a fresh perspective on … " in cell
+    assert " to address the spectral gap issue.”*" in cell  # its point, not cut at "2024;"
+    assert "second sentence" not in cell
+    assert "Masked attention collapses." in scoreboard.glance_claim(record())  # short: whole
