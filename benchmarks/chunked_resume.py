@@ -1,6 +1,6 @@
 """An interrupted-then-resumed chunked sweep, compared bit for bit with an uninterrupted one.
 
-The sweep is the paper profile's BERT-size grid of notebook 05 (attention-only SAN,
+The sweep is the paper profile's BERT-size grid of notebook 06 (attention-only SAN,
 d = 768, 12 heads, N = 128, 12 layers, 4 masks x 3 temperatures, float64) with a small
 override: --samples sequences in chunks of --batch. Three runs, each a fresh process:
 

@@ -5,9 +5,9 @@ paper-profile timing.
    san.simulate (every variant), sweep.sweep, chunks.sweep (a chunk folder reused on
    a second call), random_markov (the same bits on both: drawn on the CPU) and the
    Lanczos top singular values (1e-9 of sigma_1), runtime.pick_device("auto") == cuda.
-2. Timing: a fraction of notebook 05's paper profile through chunks.sweep on the GPU
+2. Timing: a fraction of notebook 06's paper profile through chunks.sweep on the GPU
    (the BERT-size SAN, 4 masks x 3 temperatures, --fraction-samples of its 3000
-   samples; printed with the extrapolation to 3000), then `collapse run 05 --profile
+   samples; printed with the extrapolation to 3000), then `collapse run 06 --profile
    paper --force` as a whole, stopped at the time left before --limit seconds.
 
 Exit status 0 when every check passes (and no timing overran), 1 otherwise; 0 with
@@ -94,7 +94,7 @@ def equivalence() -> None:
 
 
 def fraction_timing(samples: int) -> None:
-    """Notebook 05's BERT sweep at paper size on `samples` of its 3000 samples (one chunk of
+    """Notebook 06's BERT sweep at paper size on `samples` of its 3000 samples (one chunk of
     250 by default).
     """
     config = san.SANConfig.bert(variant="attention", n_layers=12)
@@ -107,7 +107,7 @@ def fraction_timing(samples: int) -> None:
     seconds = time.perf_counter() - start
     flops = cost.grid_flops({"san": config}, 128, 12 * samples)
     print(
-        f"timing: notebook 05 BERT sweep, {samples} of 3000 samples, "
+        f"timing: notebook 06 BERT sweep, {samples} of 3000 samples, "
         f"float64 on {torch.cuda.get_device_name()}: {seconds:.1f} s, "
         f"{flops / seconds / 1e12:.2f} TFLOP/s; "
         f"all 3000 samples: ~{seconds * 3000 / samples:.0f} s ({len(frame)} rows)",
@@ -139,7 +139,7 @@ def notebook_timing(limit: float) -> None:
         )
     except subprocess.TimeoutExpired:
         check(
-            "collapse run 05 --profile paper",
+            "collapse run 06 --profile paper",
             False,
             f"stopped after {limit:.0f} s (the time left)",
         )
@@ -147,7 +147,7 @@ def notebook_timing(limit: float) -> None:
     seconds = time.perf_counter() - start
     print(result.stdout[-3000:] + result.stderr[-3000:], flush=True)
     check(
-        "collapse run 05 --profile paper",
+        "collapse run 06 --profile paper",
         result.returncode == 0,
         f"{seconds:.1f} s wall, exit status {result.returncode}",
     )

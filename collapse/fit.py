@@ -131,7 +131,7 @@ def max_rise(mu, *, floor: float = 1e-10) -> np.ndarray:
 
 
 def tail_slopes(mu) -> np.ndarray:
-    """Slope of log mu over the tail of each run, the rate chapters 01 and 14 measure: the
+    """Slope of log mu over the tail of each run, the rate chapters 01 and 02 measure: the
     second half of the layers above the fit cut mu / mu(0) > 1e-10, at least two of them.
 
     Why the tail: a transient (mu rising while a token's value spreads) is absorbed by

@@ -12,8 +12,8 @@ from collapse.book import executors, runner
 from collapse.checks import ParameterError
 
 NOTEBOOKS = [
-    "05-temperature",
-    "08-width",
+    "06-temperature",
+    "12-width",
 ]  # a SAN sweep and a Mind-the-Gap stack, both short in the fast profile
 
 

@@ -93,14 +93,14 @@ def test_book_parameters_are_the_parameters_cell():
 
 
 def test_a_claim_broken_on_purpose_fails_its_verdict(tmp_path):
-    """Five layers cannot bring log mu down by 20 nats: chapter 02's collapse verdict must fail,
+    """Five layers cannot bring log mu down by 20 nats: chapter 03's collapse verdict must fail,
     and `verdicts` must say so."""
     from conftest import copy_sources
 
     root = copy_sources(tmp_path)
     command = [sys.executable, "-m", "collapse", "--root", str(root)]
     run = subprocess.run(
-        [*command, "run", "02", "--profile", "fast", "--set", "n_layers=5"],
+        [*command, "run", "03", "--profile", "fast", "--set", "n_layers=5"],
         capture_output=True,
         text=True,
         timeout=300,
