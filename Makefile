@@ -1,6 +1,7 @@
 # Two entry points for a fresh machine (see README.md):
 #   make book  - set up .venv, build the HTML book into _build/html
 #   make test  - set up .venv, run ruff and every test
+#   make check - ruff and the tests that execute no notebook and build no book (the quick loop)
 #   make lab   - JupyterLab on 127.0.0.1 with the MyST chapters opening as notebooks
 # torch is pinned to the CPU wheel in the install step; pyproject.toml keeps a range.
 
@@ -18,7 +19,7 @@ CFFCONVERT := $(VENV)/cffconvert/bin/cffconvert
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: install test book bench clean browser lab
+.PHONY: install test check book bench clean browser lab
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -60,9 +61,17 @@ browser:
 	  fi; \
 	fi
 
+# Two workers: one builds the fast book and runs the tests that read it (one xdist group),
+# the other runs the rest meanwhile; the 25 slowest tests are listed at the end.
 test: install browser
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=25
+
+# The quick loop for contributors: no notebook executed, no book built (pytest markers `book`
+# and `execution` mark the slow tiers; tests/conftest.py).
+check: install
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -m "not book and not execution"
 
 # BOOK_ARGS: more options for `collapse book` (e.g. --repository https://github.com/ORG/REPO).
 # The whole-book PDF needs Chromium; without it (and not root) the book is built without one.

@@ -15,7 +15,18 @@ from . import fit
 from .checks import ParameterError, check_int
 from .sweep import GRID
 
-__all__ = ["curves", "log_stats", "rates", "at_layer", "summary"]
+__all__ = [
+    "curves",
+    "curves_by",
+    "log_stats",
+    "rates",
+    "at_layer",
+    "summary",
+    "temperature_effect",
+    "relative_range",
+    "summary_by",
+    "mean_interval",
+]
 
 
 def _select(frame: pd.DataFrame, select: dict) -> pd.DataFrame:
@@ -47,6 +58,21 @@ def curves(frame: pd.DataFrame, metric: str = "mu", **select) -> np.ndarray:
     )
     return table.to_numpy(dtype=float)
 
+
+
+def curves_by(frame: pd.DataFrame, column: str, values, metric: str = "mu", **select) -> dict:
+    """`curves` for each value of one column, {value: (layers, runs)}: the input of a band
+    per mask (`plotting.mask_bands`) or per temperature (`plotting.temperature_bands`).
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"config": "san", "mask": ["causal", "causal", "complete",
+    ...     "complete"], "d_qk": 1.0, "seed": 0, "sample": 0, "layer": [0, 1, 0, 1],
+    ...     "mu": [1.0, 0.5, 1.0, 0.1]})
+    >>> {m: c.ravel().tolist() for m, c in curves_by(frame, "mask", ["complete"]).items()}
+    {'complete': [1.0, 0.1]}
+    """
+    return {value: curves(frame, metric, **{column: value}, **select) for value in values}
 
 def log_stats(frame: pd.DataFrame, metric: str = "mu", floor: float = 1e-300) -> pd.DataFrame:
     """Mean and std over runs of log(metric), per (config, mask, d_qk, layer).
@@ -120,3 +146,90 @@ def summary(
         "slope"
     ]
     return table
+
+
+def temperature_effect(frame: pd.DataFrame, cold: float, hot: float, metric: str = "mu"):
+    """Mean log(metric) at the temperature `cold` minus at `hot`, per layer and mask: how
+    much further apart a colder softmax keeps the tokens.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        A sweep's frame with both temperatures in its d_qk column and one config.
+    cold, hot : float
+        The two d_QK values, as they appear in the frame.
+    metric : str
+
+    Returns
+    -------
+    pandas.DataFrame
+        Rows the layers, columns the masks (in sorted order).
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"config": "san", "mask": "causal", "d_qk": [1.0, 1.0, 64.0, 64.0],
+    ...     "seed": 0, "sample": 0, "layer": [0, 1, 0, 1], "mu": [1.0, 1.0, 1.0, np.exp(-2)]})
+    >>> temperature_effect(frame, 1.0, 64.0)["causal"].round(6).tolist()
+    [0.0, 2.0]
+    """
+    stats = log_stats(frame, metric).pivot_table(
+        index=["layer", "mask"], columns="d_qk", values="mean"
+    )
+    return (stats[cold] - stats[hot]).unstack("mask")
+
+
+def relative_range(table: pd.DataFrame) -> pd.Series:
+    """(max - min) / |mean| of each row: how far values that should agree (a slope at several
+    temperatures) spread, as a share of their size.
+
+    Examples
+    --------
+    >>> relative_range(pd.DataFrame({"a": [1.0, -1.0], "b": [3.0, -1.2]})).round(3).tolist()
+    [1.0, 0.182]
+    """
+    return (table.max(axis=1) - table.min(axis=1)) / table.mean(axis=1).abs()
+
+
+def summary_by(frame: pd.DataFrame, column: str, metric: str = "mu") -> pd.DataFrame:
+    """`summary` of each value of `column` on its own (e.g. each network seed, its mean over
+    samples): index (column, config, mask, d_qk).
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"config": "ln", "mask": "causal", "d_qk": 64.0, "seed": [0, 0,
+    ...     1, 1], "sample": 0, "layer": [0, 1, 0, 1], "mu": [1.0, np.exp(-1), 1.0, 1.0]})
+    >>> summary_by(frame, "seed")["delta"].round(6).tolist()
+    [-1.0, 0.0]
+    """
+    parts = {value: summary(rows, metric) for value, rows in frame.groupby(column)}
+    return pd.concat(parts, names=[column])
+
+
+def mean_interval(values, level: float = 0.95) -> tuple[float, tuple[float, float]]:
+    """The mean of the finite values and its Student t confidence interval: what a verdict
+    over a few independently drawn networks can claim about the typical network.
+
+    Parameters
+    ----------
+    values : array_like
+        One number per independent draw; NaN and infinities are dropped.
+    level : float
+        The interval's confidence level.
+
+    Returns
+    -------
+    mean : float
+    (low, high) : tuple of float
+
+    Examples
+    --------
+    >>> mean, (low, high) = mean_interval([1.0, 2.0, 3.0, np.nan])
+    >>> float(mean), round(float(low), 3), round(float(high), 3)
+    (2.0, -0.484, 4.484)
+    """
+    from scipy import stats
+
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    half = stats.t.ppf((1 + level) / 2, values.size - 1) * values.std(ddof=1) / values.size**0.5
+    return values.mean(), (values.mean() - half, values.mean() + half)

@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from . import provenance
 from . import sweep as _sweep
+from .atomic import atomic_path, write_atomic
 from .book.executors import LocalExecutor
 from .checks import ParameterError
 from .cost import grid_flops
@@ -80,21 +81,9 @@ def _open_folder(folder: Path, key: str, n_jobs: int) -> None:
                 "changed): use another folder or delete it"
             )
     else:
-        _write_atomic(
-            manifest,
-            lambda f: f.write(json.dumps({"digest": key, "jobs": n_jobs}, indent=1).encode()),
-        )
-    for stale in folder.glob(".*.tmp"):
+        write_atomic(manifest, json.dumps({"digest": key, "jobs": n_jobs}, indent=1), sync=True)
+    for stale in folder.glob(".*.partial"):
         stale.unlink(missing_ok=True)
-
-
-def _write_atomic(path: Path, write) -> None:
-    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(partial, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    partial.replace(path)
 
 
 def _compute(X, job: _sweep.Job, mask: torch.Tensor, names, device: str) -> np.ndarray:
@@ -240,7 +229,10 @@ def sweep(
         for k, array in executor.map(_compute, items):
             i = pending[k]
             if paths[i] is not None:
-                _write_atomic(paths[i], lambda f, a=array: np.save(f, a, allow_pickle=False))
+                with atomic_path(paths[i]) as partial, open(partial, "wb") as stream:
+                    np.save(stream, array, allow_pickle=False)
+                    stream.flush()
+                    os.fsync(stream.fileno())
             arrays[i] = array
             bar.update(_job_flops(grid, grid.jobs[i]))
     frames = []

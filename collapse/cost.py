@@ -16,7 +16,7 @@ from . import rng
 from .checks import check_choice, check_float, check_int
 from .san import SANConfig
 
-__all__ = ["grid_flops", "Work", "gemm_rate", "eta_seconds"]
+__all__ = ["grid_flops", "dense_flops", "Work", "gemm_rate", "eta_seconds"]
 
 
 def grid_flops(configs: Mapping[str, SANConfig], n_tokens: int, n_runs: int) -> float:
@@ -36,6 +36,35 @@ def grid_flops(configs: Mapping[str, SANConfig], n_tokens: int, n_runs: int) -> 
             per_layer += 4 * n * d * f
         total += per_layer * config.n_layers
     return total * check_int("n_runs", n_runs, minimum=1)
+
+
+# Leading-order FLOPs of dense n x n factorisations (Golub and Van Loan): singular values by
+# bidiagonalisation, eigenvalues of a general matrix by Hessenberg and QR sweeps, symmetric
+# eigenvalues by tridiagonalisation, Householder QR with its Q.
+_DENSE = {"svdvals": 8 / 3, "eigvals": 10.0, "eigvalsh": 4 / 3, "qr": 8 / 3}
+
+
+def dense_flops(kind: str, n: int) -> float:
+    """FLOPs of one dense n x n factorisation: "svdvals", "eigvals", "eigvalsh" or "qr".
+
+    Parameters
+    ----------
+    kind : str
+        Which factorisation (values only, or QR with its Q).
+    n : int
+        The matrix's size.
+
+    Returns
+    -------
+    float
+        The leading-order count, a constant times n**3.
+
+    Examples
+    --------
+    >>> dense_flops("eigvalsh", 3)
+    36.0
+    """
+    return _DENSE[check_choice("kind", kind, tuple(_DENSE))] * check_int("n", n, minimum=1) ** 3
 
 
 @dataclass(frozen=True)

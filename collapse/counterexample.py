@@ -18,11 +18,15 @@ costs far more than the work itself (measured 5-50x slower on a loaded 2-core ma
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
+import numpy as np
+import pandas as pd
 import torch
 
+from . import metrics as _metrics
 from .attention import scale_layernorm
 from .checks import ParameterError, check_float, check_int, check_matrix
 from .runtime import use_threads
@@ -36,6 +40,11 @@ __all__ = [
     "no_layernorm_bound",
     "fixed_points",
     "basin",
+    "basin_fraction",
+    "angle",
+    "unit",
+    "arc_numbers",
+    "torus_survivors",
     "angle_grid_states",
     "angle_pair_states",
     "random_starts",
@@ -46,6 +55,13 @@ __all__ = [
     "tangent_basis",
     "stability_modes",
     "perturb_and_iterate",
+    "sign_patterns",
+    "residual",
+    "conditioning",
+    "equilibria_summary",
+    "rank_family",
+    "stability_probe",
+    "power_norms",
 ]
 
 
@@ -153,6 +169,98 @@ def basin(w: float) -> tuple[float, float]:
     """Open arc (degrees) of token 2's initial angles that converge to P- with token 1 at (0,
     1)."""
     return 180.0 - math.degrees(math.acos(1 / _check_w(w))), 270.0
+
+
+def basin_fraction(w: float) -> float:
+    """The share of the circle that the basin of P- covers, (90 + arccos(1/w) deg) / 360.
+
+    Examples
+    --------
+    >>> round(basin_fraction(2.0), 4)
+    0.4167
+    """
+    return (90 + math.degrees(math.acos(1 / _check_w(w)))) / 360
+
+
+def angle(v: torch.Tensor) -> torch.Tensor:
+    """Angle of 2-D vectors (..., 2) in degrees, in [0, 360)."""
+    return torch.rad2deg(torch.atan2(v[..., 1], v[..., 0])) % 360
+
+
+def unit(deg):
+    """The point(s) (cos, sin) of the unit circle at angle(s) `deg`, in degrees (numpy)."""
+    return np.cos(np.radians(deg)), np.sin(np.radians(deg))
+
+
+def arc_numbers(theta, labels, mu_end, mu_no_ln, w: float) -> dict:
+    """Every number chapter 04's verdicts read for one w, from its grid of token 2's starts
+    (token 1 pinned at (0, 1)).
+
+    Parameters
+    ----------
+    theta : ndarray
+        Token 2's initial angles, degrees, (angle,).
+    labels : Tensor
+        `limit_labels` of the long runs with LayerNorm, (angle,).
+    mu_end : Tensor
+        mu at the end of those runs, (angle,).
+    mu_no_ln : Tensor
+        mu of the runs without LayerNorm, (layer, angle), layer 0 first.
+    w : float
+
+    Returns
+    -------
+    dict
+        The fixed points' residual after one layer; whether the arc is exact on the
+        angles more than 1 deg from its ends, how many such starts lie on and off it, and
+        how many of those end elsewhere; the fraction reaching P- and its prediction; mu at
+        P-+ and its largest distance from sqrt(1 +- s) (for P-, also over the runs that
+        reached it); without LayerNorm, the largest final mu and how many (layer, start)
+        pairs exceed the bound beyond float64 rounding.
+    """
+    lo, hi = basin(w)
+    clear = (np.abs(theta - lo) > 1) & (np.abs(theta - hi) > 1)
+    inside = (theta > lo) & (theta < hi)
+    lab, s = labels.numpy(), math.sqrt(1 - 1 / w**2)
+    pole = torch.tensor([0.0, 1.0], dtype=torch.float64)
+    fixed = [torch.stack([pole, p]) for p in fixed_points(w)]  # [P+, P-] beside token 1
+    mu_plus, mu_minus = (float(_metrics.mu(X)) for X in fixed)
+    bound = no_layernorm_bound(torch.arange(len(mu_no_ln)), w)[:, None] * mu_no_ln[0]
+    return {
+        "fixed-point residual": max(float((step(X, w) - X).abs().max()) for X in fixed),
+        "arc exact": bool(
+            ((lab == 1) == inside)[clear].all() and (lab[clear & ~inside] == 0).all()
+        ),
+        "arc starts": int((clear & inside).sum()),
+        "arc misses": int((clear & inside & (lab != 1)).sum()),
+        "olive starts": int((clear & ~inside).sum()),
+        "olive survivors": int((clear & ~inside & (lab != 0)).sum()),
+        "fraction to P-": float((lab == 1).mean()),
+        "predicted": basin_fraction(w),
+        "μ(P-)": mu_minus,
+        "μ(P+)": mu_plus,
+        "μ(P-) error": max(
+            abs(mu_minus - math.sqrt(1 + s)),
+            float((mu_end[labels == 1] - math.sqrt(1 + s)).abs().max()),
+        ),
+        "μ(P+) error": abs(mu_plus - math.sqrt(1 - s)),
+        "no LN: max μ(X_40)": float(mu_no_ln[-1].max()),
+        "no LN: bound violations": int((mu_no_ln > bound * (1 + 1e-12) + 1e-15).sum()),
+    }
+
+
+def torus_survivors(theta_deg, w: float, steps: int) -> np.ndarray:
+    """Which pairs of initial angles (token 1, token 2) never collapse, with token 1 free:
+    1 where mu > 0.1 after `steps` layers, 0 where it is below, NaN for the antipodal pairs
+    (their average is 0: the next layer is undefined). Shape (theta1, theta2).
+
+    Why: a surviving run settles at mu = sqrt(1 + s) > 1, a collapsing one halves mu at
+    every layer once token 2 is near token 1, so any threshold in between separates them.
+    """
+    theta = np.asarray(theta_deg, dtype=float)
+    antipodal = np.isclose((theta[None, :] - theta[:, None]) % 360, 180)
+    end = final_state(angle_pair_states(theta, theta), w, steps)  # (theta1, theta2, 2, 2)
+    return np.where(antipodal, np.nan, (_metrics.mu(end) > 0.1).numpy())
 
 
 def angle_grid_states(theta_deg, token1=(0.0, 1.0)) -> torch.Tensor:
@@ -323,3 +431,142 @@ def perturb_and_iterate(
     starts = scale_layernorm(X.double() + eps * directions.double())
     path = iterate(starts, value_matrix(X.shape[-1], w), steps, keep_path=True)
     return (path - X.double()).flatten(-2).norm(dim=-1)
+
+
+def sign_patterns(N: int) -> list[list[int]]:
+    """All 2^(N-1) sign choices of tokens 2..N in Theorem 3's construction, the paper's
+    branch (all -1) first: every equilibrium `equilibrium` can build at full rank.
+
+    Examples
+    --------
+    >>> sign_patterns(3)
+    [[-1, -1], [-1, 1], [1, -1], [1, 1]]
+    """
+    N = check_int("N", N, minimum=1)
+    return [list(s) for s in itertools.product([-1, 1], repeat=N - 1)]
+
+
+def residual(X: torch.Tensor, w: float) -> float:
+    """Largest entry of |step(X) - X|: how far X is from being an equilibrium.
+
+    Examples
+    --------
+    >>> residual(equilibrium(3, 2.0), 2.0) < 1e-15
+    True
+    """
+    return float((step(X, w) - X).abs().max())
+
+
+def conditioning(X: torch.Tensor) -> torch.Tensor:
+    """sigma_min / sigma_1 of each matrix (..., n, d): how close to rank one a state of full
+    rank is, which the rank alone does not say. Shape (...).
+
+    Examples
+    --------
+    >>> float(conditioning(torch.diag(torch.tensor([2.0, 0.5], dtype=torch.float64))))
+    0.25
+    """
+    s = torch.linalg.svdvals(X)
+    return s[..., -1] / s[..., 0]
+
+
+def equilibria_summary(N: int, w: float, tol: float = 1e-9) -> dict:
+    """One row of chapter 05's table: every number its verdicts read on the 2^(N-1)
+    equilibria of size N at shear w.
+
+    Parameters
+    ----------
+    N : int
+        Tokens and width, N = d.
+    w : float
+        The shear of W_V = I + w J.
+    tol : float
+        A modulus within `tol` of 1 counts as neutral, neither leaving nor returning.
+
+    Returns
+    -------
+    dict
+        The number of equilibria, their largest residual after one layer, smallest numerical
+        rank, smallest sigma_N/sigma_1 and its ratio to the rank cut N eps, largest stable
+        rank and the bound on it, how many have a direction that leaves (|lambda| > 1) and
+        one that returns (|lambda| < 1), and the smallest and largest |lambda| of the
+        paper's branch (all signs -1).
+
+    Examples
+    --------
+    >>> row = equilibria_summary(2, 2.0)
+    >>> row["equilibria"], row["min numerical rank"], row["with |λ| > 1"]
+    (2, 2, 1)
+    """
+    Xs = torch.stack([equilibrium(N, w, signs) for signs in sign_patterns(N)])
+    moduli = [stability_modes(X, w)[0].abs() for X in Xs]
+    worst = float(conditioning(Xs).min())
+    return {
+        "equilibria": len(Xs),
+        "max residual": max(residual(X, w) for X in Xs),
+        "min numerical rank": int(_metrics.numerical_rank(Xs).min()),
+        "min σ_N/σ_1": worst,
+        "σ_N/(N·eps·σ_1)": worst / (N * torch.finfo(torch.float64).eps),
+        "max sr": float(_metrics.stable_rank(Xs).max()),
+        "sr bound": stable_rank_bound(N, w),
+        "with |λ| > 1": sum(bool((m > 1 + tol).any()) for m in moduli),
+        "with |λ| < 1": sum(bool((m < 1 - tol).any()) for m in moduli),
+        "paper's branch: min |λ|": float(moduli[0].min()),
+        "paper's branch: max |λ|": float(moduli[0].max()),
+    }
+
+
+def rank_family(N: int, w: float) -> pd.DataFrame:
+    """The equilibria of every rank k = 1..N at one shear (w >= N), one row per k: their
+    residual after one layer, numerical rank and sigma_k / sigma_1, the smallest singular
+    value that should not vanish.
+
+    Examples
+    --------
+    >>> rank_family(3, 3.0)["numerical rank"].tolist()
+    [1, 2, 3]
+    """
+    rows = {}
+    for k in range(1, N + 1):
+        X = equilibrium(N, w, rank=k)
+        s = torch.linalg.svdvals(X)
+        rows[k] = {"residual": residual(X, w), "numerical rank": int(_metrics.numerical_rank(X)),
+                   "σ_k/σ_1": float(s[k - 1] / s[0])}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("rank k")
+
+
+def stability_probe(N: int, w: float, eps: float, steps: int) -> dict:
+    """Every equilibrium of size N perturbed by eps along each eigen-direction of its
+    linearised map, both signs, and followed for `steps` layers: what the linearisation
+    leaves open along |lambda| = 1.
+
+    Returns
+    -------
+    dict
+        {signs (tuple): (moduli (2M,), distances (steps + 1, 2M))}: the M eigenvalue moduli
+        repeated for the + and - directions, and ||X_t - X*||_F of each run.
+
+    Examples
+    --------
+    >>> moduli, distances = stability_probe(2, 2.0, 1e-3, 5)[(-1,)]
+    >>> moduli.shape, distances.shape
+    (torch.Size([4]), torch.Size([6, 4]))
+    """
+    probe = {}
+    for signs in sign_patterns(N):
+        X = equilibrium(N, w, signs)
+        values, directions = stability_modes(X, w)
+        both = torch.cat([directions, -directions])
+        probe[tuple(signs)] = (values.abs().repeat(2), perturb_and_iterate(X, w, both, eps, steps))
+    return probe
+
+
+def power_norms(W: torch.Tensor, ts) -> list[float]:
+    """||W^t||_2 for each t in `ts`: whether the products of a value matrix stay bounded (A3).
+
+    Examples
+    --------
+    >>> [round(x, 3) for x in power_norms(value_matrix(2, 2.0), [1, 100])]
+    [2.414, 200.005]
+    """
+    return [float(torch.linalg.matrix_norm(torch.linalg.matrix_power(W, t), ord=2)) for t in ts]

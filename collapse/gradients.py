@@ -52,6 +52,12 @@ __all__ = [
     "fit_table",
     "fix_effect",
     "autograd_flops",
+    "KIND_NAMES",
+    "VARIANT_SUFFIXES",
+    "config_name",
+    "effect_interval",
+    "norm_curve",
+    "norm_panels",
 ]
 
 
@@ -448,3 +454,82 @@ def fix_effect(frame: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
         }
     table = pd.DataFrame.from_dict(rows, orient="index")
     return table.rename_axis(["kind", "variant", "L"])
+
+
+# Reading the grid on the page: names, intervals and the figure of ||J||^2 against T.
+
+KIND_NAMES = {  # MyST math on the page and matplotlib's mathtext in figures read these alike
+    "markov": "Markov $A$",
+    "normal": "$A(X)$, $N(0,1)$ $W_Q, W_K$",
+    "xavier": "$A(X)$, Xavier $W_Q, W_K$",
+}
+_SYMBOLS = {"markov": "A", "normal": "A(X)", "xavier": "A(X)"}  # TeX, without the dollars
+VARIANT_SUFFIXES = {"plain": "", "skip": "+skip", "ln": "+LN", "skip_ln": "+skip+LN"}
+_TITLES = {"plain": "no skip", "skip": "skip", "ln": "LN", "skip_ln": "skip and LN"}
+
+
+def config_name(kind: str, variant: str, fix: bool = False) -> str:
+    r"""The attention, fixed or not, and the variant, in math: how the page names a stack.
+
+    Examples
+    --------
+    >>> config_name("markov", "skip", True), config_name("normal", "ln")
+    ('$A^\\perp$+skip', '$A(X)$+LN')
+    """
+    return "$" + _SYMBOLS[kind] + (r"^\perp" if fix else "") + "$" + VARIANT_SUFFIXES[variant]
+
+
+def effect_interval(row, column: str) -> str:
+    """'[0.12, 0.53]': a `fix_effect` row's interval of `column`, for a table or a sentence.
+
+    Examples
+    --------
+    >>> effect_interval({"drop low": 0.123, "drop high": 0.531}, "drop")
+    '[0.12, 0.53]'
+    """
+    return f"[{row[column + ' low']:.2f}, {row[column + ' high']:.2f}]"
+
+
+def norm_curve(frame: pd.DataFrame, **selection) -> pd.DataFrame:
+    """||J||^2 of one configuration of a `norm_grid` frame as a (T, seed) table."""
+    rows = frame.loc[np.logical_and.reduce([frame[k] == v for k, v in selection.items()])]
+    return rows.pivot(index="T", columns="seed", values="norm")
+
+
+def _norm_panel(ax, frame, kind, variant, depths) -> None:
+    from .plotting import COLORS, band
+
+    for i, L in enumerate(depths):
+        for fix, ls in [(False, "-"), (True, "--")]:
+            c = norm_curve(frame, kind=kind, variant=variant, fix=fix, L=L)
+            band(ax, c.index, c.to_numpy(), log=True, width=1.96, color=COLORS[i], ls=ls,
+                 label=f"$L = {L}$, " + ("with the fix" if fix else "no fix"))
+        c = norm_curve(frame, kind=kind, variant=variant, fix=False, L=L)
+        ax.plot(c.index, np.exp(np.log(c.iloc[0]).mean()) * (c.index / c.index[0]) ** (L - 1),
+                ":", color=COLORS[i], lw=1, label=f"$\\propto T^{{{L - 1}}}$")
+    ax.set(xscale="log", yscale="log")
+
+
+def norm_panels(frame: pd.DataFrame, kinds, variants, depths, Ts):
+    """Log-log ||dX_L/dW_1||_F^2 against T = d, one row of panels per attention kind and one
+    column per variant (rows of up to three for a single variant): no fix solid, the fix
+    dashed, the reference T^(L-1) dotted, +-1.96 std bands of the log over seeds; one legend.
+
+    Returns the figure.
+    """
+    from matplotlib.ticker import NullFormatter
+
+    from .plotting import panels, shared_legend
+
+    ncols = len(variants) if len(variants) > 1 else None
+    fig, axes = panels(len(kinds) * len(variants), height=2.5, ncols=ncols)
+    for (kind, variant), ax in zip([(k, v) for k in kinds for v in variants], axes, strict=True):
+        _norm_panel(ax, frame, kind, variant, depths)
+        ax.set_xticks(Ts, [str(t) for t in Ts], minor=False)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_title(f"{KIND_NAMES[kind]}, {_TITLES[variant]}")
+        ax.set_xlabel("tokens $T = d$")
+        ax.set_ylabel(r"$\|\partial X_L / \partial W_1\|_F^2$")
+    # one legend column per depth (matplotlib fills the columns first)
+    shared_legend(fig, ncol=len(depths) if len(depths) > 1 else 3)
+    return fig

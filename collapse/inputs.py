@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from . import rng
 from .attention import centered_layernorm
 from .checks import check_float, check_int
 
-__all__ = ["embedding_inputs"]
+__all__ = ["embedding_inputs", "gaussian_inputs"]
 
 
 def embedding_inputs(
@@ -46,3 +48,22 @@ def embedding_inputs(
     words = torch.randn(n_samples, n_tokens, d, generator=g, dtype=torch.float64)
     X = centered_layernorm(std * (words + position + token_type), eps)
     return X.to(dtype=dtype, device=device)
+
+
+def gaussian_inputs(
+    n_samples: int, n_tokens: int, d: int, *, seed: int = 0, device=None
+) -> torch.Tensor:
+    """Tokens with i.i.d. N(0, 1/d) entries, (n_samples, n_tokens, d) in float64: the inputs
+    of the toy of Theorem 1, each row of norm about 1.
+
+    All samples come from one generator seeded with `seed` (see `collapse.rng`).
+
+    Examples
+    --------
+    >>> X = gaussian_inputs(2, 3, 4, seed=0)
+    >>> X.shape, X.dtype
+    (torch.Size([2, 3, 4]), torch.float64)
+    """
+    g = rng.generator(seed)
+    X = torch.randn(n_samples, n_tokens, d, generator=g, dtype=torch.float64)
+    return (X / math.sqrt(d)).to(device)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -25,11 +25,14 @@ from . import fit as _fit
 from . import masks as _masks
 from . import metrics as _metrics
 from . import san as _san
+from . import theory as _theory
 from .checks import ParameterError, check_int
 
 __all__ = [
     "Pattern",
     "CATALOGUE",
+    "FAMILIES",
+    "catalogue",
     "build",
     "stack",
     "radius_in_layers",
@@ -37,19 +40,24 @@ __all__ = [
     "graph_table",
     "GrowthFit",
     "radius_growth",
+    "growth_table",
     "window_of_radius",
+    "probe_patterns",
     "components",
     "component_spread",
     "run_components",
+    "layer_states",
     "rank_agreement",
     "halving_depth",
+    "collapse_table",
 ]
 
 
 @dataclass(frozen=True)
 class Pattern:
     """A deployed attention pattern: `masks.make(mask, n, **options)`, alternating with its
-    shifted copy on every other layer when `shifted` (Swin)."""
+    shifted copy on every other layer when `shifted` (Swin); `model` names, briefly, the
+    models that use it."""
 
     label: str
     model: str
@@ -70,10 +78,10 @@ class Pattern:
 
 
 CATALOGUE: dict[str, Pattern] = {
-    "complete": Pattern("complete", "full attention (BERT, ViT)", "complete"),
-    "causal": Pattern("causal", "decoders (GPT)", "causal"),
+    "complete": Pattern("complete", "BERT, ViT", "complete"),
+    "causal": Pattern("causal", "GPT", "causal"),
     "sliding_window": Pattern(
-        "sliding window", "Wu et al.'s local mask", "sliding_window", {"window": 1}
+        "sliding window", "Wu et al.", "sliding_window", {"window": 1}
     ),
     "mistral": Pattern(
         "causal sliding window", "Mistral 7B", "causal_sliding_window", {"window": 4}
@@ -102,13 +110,36 @@ CATALOGUE: dict[str, Pattern] = {
         "BigBird", "BigBird", "bigbird", {"window": 1, "n_global": 2, "n_random": 3, "seed": 0}
     ),
     "neighborhood": Pattern(
-        "neighborhood (2-D)", "Neighborhood Attention", "neighborhood_2d", {"kernel": 7}
+        "neighborhood (2-D)", "NAT", "neighborhood_2d", {"kernel": 7}
     ),
-    "swin": Pattern("Swin, no shift", "Swin Transformer", "swin_2d", {"window": 4}),
+    "swin": Pattern("Swin, no shift", "Swin", "swin_2d", {"window": 4}),
     "swin_shifted": Pattern(
-        "Swin, shifted", "Swin Transformer", "swin_2d", {"window": 4}, shifted=True
+        "Swin, shifted", "Swin", "swin_2d", {"window": 4}, shifted=True
     ),
 }
+
+
+# The catalogue's patterns by family, as a figure groups them: dense, global, sink and
+# strided patterns; 1-D local windows; 2-D windows.
+FAMILIES = (
+    ("complete", "causal", "streaming_llm", "strided", "longformer", "longformer_dilated_global",
+     "bigbird"),
+    ("sliding_window", "mistral", "longformer_local", "longformer_dilated"),
+    ("neighborhood", "swin", "swin_shifted"),
+)
+
+
+def catalogue(seed: int = 0) -> dict[str, Pattern]:
+    """`CATALOGUE` with BigBird's random keys drawn from `seed` (a run's first seed), so
+    that another family of seeds draws other keys.
+
+    Examples
+    --------
+    >>> catalogue(7)["bigbird"].options["seed"], CATALOGUE["bigbird"].options["seed"]
+    (7, 0)
+    """
+    bigbird = CATALOGUE["bigbird"]
+    return CATALOGUE | {"bigbird": replace(bigbird, options=bigbird.options | {"seed": seed})}
 
 
 def build(pattern: str | Pattern, n: int) -> tuple[torch.Tensor, ...]:
@@ -226,6 +257,23 @@ def radius_growth(ns, radii) -> GrowthFit:
     return GrowthFit(exponent, float(result.r2), law)
 
 
+def growth_table(graphs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """How each pattern's radius grows with N, from `graph_table`'s rows.
+
+    Returns
+    -------
+    by_n : DataFrame
+        The radius in layers, one row per pattern (in the table's order), one column per N
+        (increasing).
+    growth : DataFrame
+        `radius_growth` of each row: columns exponent, r2 and law.
+    """
+    order = list(dict.fromkeys(graphs["pattern"]))
+    by_n = graphs.pivot(index="pattern", columns="n", values="radius_layers").loc[order]
+    fits = [radius_growth(list(by_n.columns), by_n.loc[m]) for m in order]
+    return by_n, pd.DataFrame(fits, index=by_n.index)
+
+
 def window_of_radius(n: int, r: int) -> int:
     """The narrowest half-width w whose sliding window on n tokens has radius r (or less).
 
@@ -234,6 +282,49 @@ def window_of_radius(n: int, r: int) -> int:
     """
     n, r = check_int("n", n, minimum=2), check_int("r", r, minimum=1)
     return math.ceil((n // 2) / r)
+
+
+_PROBE_KINDS = (("sink", "sink_window", "n_sink"), ("global", "longformer", "n_global"))
+
+
+def probe_patterns(windows, deployed: Mapping[str, Pattern]) -> tuple[dict, dict]:
+    """The patterns that probe the single-token claims: beside a window of each width, one
+    sink (`sink_window`) and one global token (`longformer`).
+
+    Why: a probe that is also a deployed pattern (Longformer's window of 4 with one global
+    token) is named by that pattern and not run twice.
+
+    Parameters
+    ----------
+    windows : sequence of int
+        The window widths w.
+    deployed : dict
+        {name: Pattern}, the patterns already run.
+
+    Returns
+    -------
+    probes : dict
+        {(kind, w): the name of its pattern}, kind "sink" or "global".
+    extra : dict
+        {name: Pattern} of the probes no deployed pattern covers ("sink_w2"), labelled
+        "one sink, $w = 2$".
+
+    Examples
+    --------
+    >>> probes, extra = probe_patterns([4], CATALOGUE)
+    >>> probes, list(extra)
+    ({('sink', 4): 'sink_w4', ('global', 4): 'longformer'}, ['sink_w4'])
+    """
+    probes, extra = {}, {}
+    for w in windows:
+        for kind, mask, count in _PROBE_KINDS:
+            options = {"window": w, count: 1}
+            same = [m for m, p in deployed.items() if (p.mask, p.options) == (mask, options)]
+            name = same[0] if same else f"{kind}_w{w}"
+            if not same:
+                extra[name] = Pattern(f"one {kind}, $w = {w}$", "probe", mask, options)
+            probes[(kind, w)] = name
+    return probes, extra
 
 
 def components(mask) -> np.ndarray:
@@ -280,6 +371,18 @@ def run_components(X0, config, mask, seeds, d_qk: float) -> dict[str, np.ndarray
     return dict(zip(("mu", "within", "between"), stacked.transpose(1, 0, 2), strict=True))
 
 
+def layer_states(X0, config, mask, seeds, d_qk: float) -> torch.Tensor:
+    """Every layer's tokens of the network `san.simulate(X0, config, mask=mask, d_qk=d_qk,
+    seed=seeds)` draws, (L+1, seed, n, d): to measure parts of the sequence, which
+    simulate does not record. Small runs only: it keeps every layer.
+    """
+    X, states = X0, [X0]
+    for w in _san.init_layers(config, seeds):
+        X, _ = _san.apply_layer(X, w, config, mask, math.sqrt(d_qk))
+        states.append(X)
+    return torch.stack(states)
+
+
 def rank_agreement(x, y, *, n_perm: int = 10_000, seed: int = 0) -> tuple[float, float]:
     """Kendall's tau-b between x and y (ties in either allowed) and its one-sided
     permutation p-value: the share of random pairings of y with x whose tau-b is as large.
@@ -307,3 +410,43 @@ def rank_agreement(x, y, *, n_perm: int = 10_000, seed: int = 0) -> tuple[float,
 def halving_depth(mu) -> np.ndarray:
     """First layer t at which mu(t) / mu(0) <= 1/2 (NaN where it never gets there)."""
     return _fit.floor_layer(mu, floor=0.5)
+
+
+def collapse_table(mu, eps, radii: pd.Series, *, depth: int) -> pd.DataFrame:
+    """How each pattern of one batched run collapsed, one row per pattern: the numbers a
+    designer compares, next to Theorem 1's bound for the pattern's radius.
+
+    Parameters
+    ----------
+    mu : ndarray
+        (L+1, seed, pattern), mu after every layer.
+    eps : ndarray
+        (seed, pattern), each run's smallest edge weight (`theory.run_epsilon`).
+    radii : Series
+        Each pattern's radius in layers, by name, in the run's order.
+    depth : int
+        The fixed depth of the column "at depth".
+
+    Returns
+    -------
+    DataFrame
+        Indexed like `radii`: radius; epsilon (smallest over seeds); bound (Theorem 1's
+        slope with it, `theory.theorem1_slope`); tail (mean tail slope) and rate (its
+        negative); at depth (mean log mu(depth) - log mu(0)); halving and floor (first
+        layer at which every seed has mu / mu(0) <= 1/2, resp. below the fit cut; NaN when
+        some seed never does); fall (smallest net fall of log mu over the seeds).
+    """
+    log_mu = np.log(np.maximum(mu, 1e-17))  # mu = 0 exactly counts just below the floor
+    tail, eps_min = _fit.tail_slopes(mu).mean(0), eps.min(0)
+    columns = {
+        "radius": radii,
+        "epsilon": eps_min,
+        "bound": [_theory.theorem1_slope(e, r) for e, r in zip(eps_min, radii, strict=True)],
+        "tail": tail,
+        "rate": -tail,
+        "at depth": (log_mu[depth] - log_mu[0]).mean(0),
+        "halving": np.nanmax(halving_depth(mu), axis=0),
+        "floor": _fit.floor_layer(mu).max(0),
+        "fall": (log_mu[0] - log_mu[-1]).min(0),
+    }
+    return pd.DataFrame(columns, index=radii.index)

@@ -12,12 +12,17 @@ masks put the n tokens on a sqrt(n) x sqrt(n) grid, row-major (token i at row
 i // side, column i % side). A stack may also cycle a list of masks over its layers
 (Swin's shifted windows): `compose` gives the graph of one period, and every graph
 function given such a list measures that graph, its distances counted in periods.
+
+Every named mask is one record of `REGISTRY` (an `Entry`): its builder, its label for
+figures and tables, and its colour and line style; `plotting.color_for` reads it too.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -27,8 +32,11 @@ from . import rng
 from .checks import ParameterError, check_int
 
 __all__ = [
+    "Entry",
+    "REGISTRY",
     "make",
     "names",
+    "label",
     "check_mask",
     "as_sequence",
     "compose",
@@ -201,39 +209,112 @@ def _swin_2d(n, device, window=2, shift=False):
     return (block_row[:, None] == block_row[None, :]) & (block_col[:, None] == block_col[None, :])
 
 
-_BUILDERS = {
-    "complete": _complete,
-    "causal": _causal,
-    "sliding_window": _sliding_window,
-    "causal_sliding_window": _causal_sliding_window,
-    "dilated_sliding_window": _dilated_sliding_window,
-    "global_window": _global_window,
-    "sink_window": _sink_window,
-    "strided": _strided,
-    "longformer": _longformer,
-    "bigbird": _bigbird,
-    "neighborhood_2d": _neighborhood_2d,
-    "swin_2d": _swin_2d,
+@dataclass(frozen=True)
+class Entry:
+    """One named mask: how `make` builds it, and how every figure and table shows it, kept
+    together so that adding a mask is one record in `REGISTRY`.
+
+    builder(n, device, **options) builds the mask; `preset` fixes some of its options for
+    this name (a variant such as a wider window); `label` is the name as the text writes
+    it; `color` indexes `plotting.COLORS` (None: a figure colours it by its position) and
+    `linestyle` is its matplotlib line style.
+    """
+
+    builder: Callable[..., torch.Tensor]
+    label: str
+    color: int | None = None
+    linestyle: str | tuple = "-"
+    preset: Mapping = field(default_factory=dict)
+
+
+REGISTRY: dict[str, Entry] = {
+    "complete": Entry(_complete, "complete", color=0),
+    "causal": Entry(_causal, "causal", color=1),
+    "sliding_window": Entry(_sliding_window, "sliding window", color=2),
+    "causal_sliding_window": Entry(_causal_sliding_window, "causal sliding window", color=3),
+    "dilated_sliding_window": Entry(_dilated_sliding_window, "dilated window", color=4),
+    "global_window": Entry(_global_window, "global window", color=5),
+    "sink_window": Entry(_sink_window, "sink window"),
+    "strided": Entry(_strided, "strided"),
+    "longformer": Entry(_longformer, "Longformer"),
+    "bigbird": Entry(_bigbird, "BigBird"),
+    "neighborhood_2d": Entry(_neighborhood_2d, "neighborhood (2-D)"),
+    "swin_2d": Entry(_swin_2d, "Swin"),
+    # variants: a dilated window (i, i +- 2) plus one global token; a window of half-width 4
+    "dilated_global": Entry(
+        _longformer,
+        "dilated + global",
+        color=4,
+        linestyle="-.",
+        preset={"window": 1, "n_global": 1, "dilation": 2},
+    ),
+    "sliding_window_w4": Entry(
+        _sliding_window,
+        "sliding window ($w = 4$)",
+        color=6,
+        linestyle=(0, (5, 2, 1, 2)),
+        preset={"window": 4},
+    ),
 }
 
 
 def names() -> tuple[str, ...]:
     """Names accepted by `make`."""
-    return tuple(_BUILDERS)
+    return tuple(REGISTRY)
+
+
+def label(name: str) -> str:
+    """The mask's name as the text writes it ('sliding window'), for figures and tables.
+
+    Examples
+    --------
+    >>> label("causal_sliding_window"), label("sliding_window_w4")
+    ('causal sliding window', 'sliding window ($w = 4$)')
+    """
+    return _entry(name).label
+
+
+def _entry(name: str) -> Entry:
+    if name not in REGISTRY:
+        raise ParameterError(f"mask must be one of {', '.join(REGISTRY)}; got {name!r}")
+    return REGISTRY[name]
 
 
 def make(name: str, n: int, *, device=None, **kw) -> torch.Tensor:
-    """Build the named n x n boolean mask; `kw` are the mask's own options (e.g. window)."""
-    if name not in _BUILDERS:
-        raise ParameterError(f"mask must be one of {', '.join(_BUILDERS)}; got {name!r}")
+    """The named attention mask: which keys each query may attend to.
+
+    Parameters
+    ----------
+    name : str
+        A record of `REGISTRY`: "complete", "causal", "sliding_window" (keys i-w..i+w),
+        "causal_sliding_window" (keys i-w..i), the deployed sparse patterns, ...
+    n : int
+        Tokens, at least 1.
+    device : torch.device or str, optional
+        Where the mask is built.
+    **kw
+        The mask's own options, e.g. ``window=w`` (default 1) for the windows.
+
+    Returns
+    -------
+    torch.Tensor
+        Boolean, shape (n, n): entry [i, j] is True when token i may attend to token j;
+        the diagonal is always True.
+
+    Examples
+    --------
+    >>> make("causal_sliding_window", 4).int().tolist()
+    [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]
+    """
+    entry = _entry(name)
     n = check_int("n", n, minimum=1)
-    builder = _BUILDERS[name]
-    allowed = [p for p in inspect.signature(builder).parameters if p not in ("n", "device")]
+    parameters = inspect.signature(entry.builder).parameters
+    allowed = [p for p in parameters if p not in ("n", "device", *entry.preset)]
     unknown = sorted(set(kw) - set(allowed))
     if unknown:
         options = ", ".join(allowed) if allowed else "no options"
         raise ParameterError(f"mask {name!r} takes {options}; unknown option {unknown[0]!r}")
-    return builder(n, device, **kw)
+    return entry.builder(n, device, **entry.preset, **kw)
 
 
 def check_mask(mask: torch.Tensor) -> torch.Tensor:
@@ -335,14 +416,51 @@ def centers(mask) -> list[int]:
 
 
 def radius(mask) -> int | float:
-    """min over centers of the farthest distance from it; math.inf without a center."""
+    """The radius of the mask's graph (an edge j -> i when token i attends to j): the least,
+    over tokens, of the farthest directed distance from that token to any other.
+
+    Why: Theorem 1 of Wu et al. bounds the collapse rate by the radius; a token that
+    reaches every other (a center) exists only when the radius is finite.
+
+    Parameters
+    ----------
+    mask : torch.Tensor
+        Boolean, shape (n, n), or a sequence of them (one per layer: their composed graph).
+
+    Returns
+    -------
+    int or float
+        The radius, or ``math.inf`` when no token reaches every other.
+
+    Examples
+    --------
+    >>> radius(make("causal", 8)), radius(make("causal_sliding_window", 8))
+    (1, 7)
+    """
     ecc = _eccentricities(mask)
     finite = ecc[np.isfinite(ecc)]
     return int(finite.min()) if finite.size else math.inf
 
 
 def diameter(mask) -> int | float:
-    """Largest directed distance; math.inf unless the graph is strongly connected."""
+    """The diameter of the mask's graph: the largest directed distance between two tokens.
+
+    Parameters
+    ----------
+    mask : torch.Tensor
+        Boolean, shape (n, n), or a sequence of them (one per layer).
+
+    Returns
+    -------
+    int or float
+        The diameter, or ``math.inf`` unless every token reaches every other (so for
+        every causal mask).
+
+    Examples
+    --------
+    >>> diameter(make("complete", 4)), diameter(make("causal", 4))
+    (1, inf)
+    """
     dist = distances(mask)
     return int(dist.max()) if np.isfinite(dist).all() else math.inf
 

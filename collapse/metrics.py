@@ -34,7 +34,24 @@ def _f64(X: torch.Tensor) -> torch.Tensor:
 
 
 def mu(X: torch.Tensor) -> torch.Tensor:
-    """||X - 1 mean(X)||_F: distance of the tokens from their common mean (Wu et al.)."""
+    """mu(X) = ||X - 1 mean(X)||_F: how far the tokens are from their common mean, Wu et al.'s
+    measure of rank collapse (zero exactly when every token is the same vector).
+
+    Parameters
+    ----------
+    X : torch.Tensor
+        Shape (..., N, d): N tokens of width d, batched over any leading dims.
+
+    Returns
+    -------
+    torch.Tensor
+        Shape (...), float64 (X - mean cancels at 1e-7 relative in float32).
+
+    Examples
+    --------
+    >>> mu(torch.tensor([[1.0, 2.0], [3.0, 4.0]])).item()
+    2.0
+    """
     X = _f64(X)
     return torch.linalg.vector_norm(X - X.mean(-2, keepdim=True), dim=(-2, -1))
 
@@ -77,7 +94,24 @@ def _stable_rank_from(lam: torch.Tensor, power: int) -> torch.Tensor:
 
 
 def stable_rank(X: torch.Tensor) -> torch.Tensor:
-    """||X||_F^2 / ||X||_2^2 = sum sigma^2 / sigma_1^2 (Wu et al., App. F.2)."""
+    """||X||_F^2 / ||X||_2^2 = sum sigma_i^2 / sigma_1^2 (Wu et al., App. F.2): a rank that
+    counts only directions of comparable size, 1 for a collapsed X.
+
+    Parameters
+    ----------
+    X : torch.Tensor
+        Shape (..., N, d), batched over leading dims.
+
+    Returns
+    -------
+    torch.Tensor
+        Shape (...), float64, in [1, min(N, d)]; NaN for a zero or non-finite X.
+
+    Examples
+    --------
+    >>> stable_rank(torch.eye(3)).item()
+    3.0
+    """
     return _stable_rank_from(squared_singular_values(X), 1)
 
 

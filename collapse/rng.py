@@ -18,11 +18,14 @@ from __future__ import annotations
 import numbers
 import os
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from .checks import ParameterError, check_int
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["generator", "check_seeds", "seeds", "seed", "seed_family", "FAMILY_SIZE", "FAMILY_ENV"]
 
@@ -53,6 +56,8 @@ def seeds(n: int, start: int = 0) -> list[int]:
 
 
 def generator(seed: int, *streams: int) -> torch.Generator:
+    import torch  # here, not above: the `collapse` command reads FAMILY_ENV without torch
+
     """A CPU generator for `seed`, or for the independent stream (seed, *streams)."""
     seed = check_int("seed", seed, minimum=0)
     if not streams:

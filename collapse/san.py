@@ -36,6 +36,7 @@ __all__ = [
     "VARIANTS",
     "INITS",
     "SANConfig",
+    "bert_variants",
     "LayerWeights",
     "init_layer",
     "init_layers",
@@ -109,6 +110,38 @@ class SANConfig:
     @property
     def ffn_width(self) -> int:
         return self.d_ff if self.d_ff is not None else 4 * self.d
+
+
+def bert_variants(
+    n_layers: int, d: int, n_heads: int, variants=VARIANTS, **overrides
+) -> dict[str, SANConfig]:
+    """BERT-shaped stacks of several variants at one size, which share every weight (same
+    sizes and init), so that a sweep runs them in lockstep and their curves differ only by
+    the architecture.
+
+    Parameters
+    ----------
+    n_layers, d, n_heads : int
+        Depth, width and heads of every stack; the FFN is 4 d wide unless `overrides`
+        give d_ff.
+    variants : sequence of str
+        Among VARIANTS.
+    **overrides
+        Further SANConfig fields (init, bias, layernorm, d_ff).
+
+    Returns
+    -------
+    dict
+        {variant: SANConfig}.
+
+    Examples
+    --------
+    >>> stacks = bert_variants(12, 256, 4, ["skip", "ln"])
+    >>> [(v, c.n_layers, c.d_ff) for v, c in stacks.items()]
+    [('skip', 12, 1024), ('ln', 12, 1024)]
+    """
+    sizes = {"n_layers": n_layers, "d": d, "n_heads": n_heads, "d_ff": 4 * d, **overrides}
+    return {v: SANConfig.bert(variant=v, **sizes) for v in variants}
 
 
 @dataclass

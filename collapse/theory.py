@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from . import attention as _attention
 from . import masks as _masks
 from .checks import ParameterError, check_float, check_int
 
@@ -23,11 +24,17 @@ __all__ = [
     "epsilon",
     "theorem1_rate",
     "theorem1_bound",
+    "theorem1_slope",
+    "gaussian_tokens",
     "theorem2_rate",
     "corollary1_rate",
     "run_epsilon",
     "mask_table",
     "layernorm_rate",
+    "layernorm_rates",
+    "result_counts",
+    "token_sets",
+    "min_cosine",
     "composite_norm",
     "dong_residual",
     "dong_beta",
@@ -67,6 +74,39 @@ def theorem1_rate(eps: float, r: int) -> float:
 def theorem1_bound(t, eps: float, r: int, C: float = 1.0):
     """C (1 - eps^r)^(t / r) at layers t (array-like)."""
     return _bound(t, theorem1_rate(eps, r), C)
+
+
+def theorem1_slope(eps: float, r) -> float:
+    """Theorem 1's slope for a run of radius `r` whatever the run gave: NaN without a center
+    (r infinite: the theorem says nothing), 0 when the smallest weight underflowed to 0.
+
+    Why: a table over many masks needs a value in every row, not an error for the masks
+    the theorem does not cover.
+
+    Examples
+    --------
+    >>> theorem1_slope(0.5, 1), theorem1_slope(0.5, math.inf), theorem1_slope(0.0, 3)
+    (-0.6931471805599453, nan, 0.0)
+    """
+    if not math.isfinite(r):
+        return math.nan
+    return theorem1_rate(float(eps), int(r)) if eps > 0 else 0.0
+
+
+def gaussian_tokens(seeds, n: int, d: int, *, unit: bool = False) -> torch.Tensor:
+    """The toy network's inputs, (seed, n, d) in float64: rows N(0, I/d), one generator per
+    seed, so that a smaller profile reuses the first seeds' inputs; unit=True scales each
+    row of N(0, I) to norm 1 instead.
+
+    Examples
+    --------
+    >>> X = gaussian_tokens([0, 1], 3, 4)
+    >>> X.shape, bool(torch.equal(X[1], gaussian_tokens([1], 3, 4)[0]))
+    (torch.Size([2, 3, 4]), True)
+    """
+    generators = [torch.Generator().manual_seed(s) for s in seeds]
+    X = torch.stack([torch.randn(n, d, generator=g, dtype=torch.float64) for g in generators])
+    return _attention.scale_layernorm(X) if unit else X / math.sqrt(d)
 
 
 def theorem2_rate(eps: float, r: int, N: int) -> float:
@@ -171,6 +211,70 @@ def layernorm_rate(
     return math.nan, "none: Thm 2 (" + ", ".join(failed) + "); Cor 1 (" + ", ".join(
         cor1_failed
     ) + ")"
+
+
+def layernorm_rates(mask_list, eps, *, d: int, nonnegative_cosines, full_rank):
+    """`layernorm_rate` of every run of a batch: which result covers each, and its slope.
+
+    Parameters
+    ----------
+    mask_list : sequence of Tensor
+        The masks, (n, n) each.
+    eps : ndarray
+        (seed, token set, mask), each run's smallest edge weight.
+    d : int
+        The token width.
+    nonnegative_cosines, full_rank : ndarray of bool
+        (seed, token set): the hypotheses on the inputs.
+
+    Returns
+    -------
+    slopes : ndarray
+        (seed, token set, mask), the guaranteed slope, NaN where no result applies.
+    sources : ndarray of str
+        (seed, token set, mask), "Theorem 2", "Corollary 1" or the hypotheses that fail.
+    """
+    runs = [
+        [
+            [
+                layernorm_rate(
+                    mask, float(eps[s, i, k]), d=d,
+                    nonnegative_cosines=bool(nonnegative_cosines[s, i]),
+                    full_rank=bool(full_rank[s, i]),
+                )
+                for k, mask in enumerate(mask_list)
+            ]
+            for i in range(eps.shape[1])
+        ]
+        for s in range(eps.shape[0])
+    ]
+    slopes = np.array([[[run[0] for run in row] for row in seed] for seed in runs])
+    return slopes, np.array([[[run[1] for run in row] for row in seed] for seed in runs])
+
+
+def result_counts(sources) -> str:
+    """How many runs each result covers, 'Theorem 2 (15), none (5)', from `layernorm_rates`'
+    sources of one case (most runs first)."""
+    named = pd.Series(list(sources)).map(
+        lambda x: x if x.startswith(("Theorem", "Corollary")) else "none"
+    )
+    return ", ".join(f"{name} ({n})" for name, n in named.value_counts().items())
+
+
+def token_sets(seeds, n: int, d: int) -> torch.Tensor:
+    """Chapter 03's two token sets per seed, (seed, 2, n, d): the rows of |G| and of G for
+    one Gaussian matrix G per seed, scaled to unit norm; the first set's cosines are all
+    >= 0 (Corollary 1's condition), the second's of both signs."""
+    G = torch.stack([torch.randn(n, d, generator=torch.Generator().manual_seed(s),
+                                 dtype=torch.float64) for s in seeds])
+    return _attention.scale_layernorm(torch.stack([G.abs(), G], dim=1))
+
+
+def min_cosine(X: torch.Tensor) -> torch.Tensor:
+    """Smallest cosine between two distinct tokens of each sequence of unit rows (..., n, d):
+    whether Corollary 1's non-negative cosines hold."""
+    cos = X @ X.transpose(-1, -2)
+    return (cos + 2 * torch.eye(X.shape[-2], dtype=X.dtype)).amin(dim=(-2, -1))
 
 
 def composite_norm(X: torch.Tensor) -> torch.Tensor:

@@ -57,6 +57,15 @@ __all__ = [
     "run_grid",
     "summary",
     "benefit",
+    "KIND_LABELS",
+    "arm_name",
+    "case_tick",
+    "best_curves",
+    "summary_table",
+    "benefit_table",
+    "benefit_text",
+    "benefit_rows",
+    "column_sum_spread",
 ]
 
 KINDS = ("markov", "normal", "xavier")
@@ -419,3 +428,134 @@ def benefit(runs: dict, level: float = 0.95) -> pd.DataFrame:
             "benefit claimed": bool(hi < 0.95),
         }
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis(["kind", "depth"])
+
+
+# Reading the runs on the page: names, tables and sentences of the numbers above.
+
+KIND_LABELS = {  # MyST math on the page and matplotlib's mathtext in figures read these alike
+    "markov": "Markov $A$",
+    "normal": "$A(X)$, $N(0,1)$",
+    "xavier": "$A(X)$, Xavier",
+}
+_SYMBOLS = {"markov": "A", "normal": "A(X)", "xavier": "A(X)"}  # TeX, without the dollars
+
+
+def arm_name(kind: str, fix: bool) -> str:
+    r"""The attention of one arm, fixed or not, in math: how a table row names it.
+
+    Examples
+    --------
+    >>> arm_name("normal", True), arm_name("markov", False)
+    ('$A(X)^\\perp$, $N(0,1)$', 'Markov $A$')
+    """
+    name = "$" + _SYMBOLS[kind] + (r"^\perp" if fix else "") + "$"
+    return {"markov": f"Markov {name}", "normal": f"{name}, $N(0,1)$",
+            "xavier": f"{name}, Xavier"}[kind]
+
+
+_TICKS = {"markov": "Markov", "normal": "$N(0,1)$", "xavier": "Xavier"}
+
+
+def case_tick(case: tuple) -> str:
+    """A (kind, depth) case as a figure's x tick, on two short lines.
+
+    Examples
+    --------
+    >>> case_tick(("normal", 2))
+    '$N(0,1)$\\n$L = 2$'
+    """
+    kind, depth = case
+    return f"{_TICKS[kind]}\n$L = {depth}$"
+
+
+def best_curves(losses: torch.Tensor) -> dict:
+    """The loss curves (steps+1, S) at each fix setting's best learning rate, {False: ...,
+    True: ...}: what a figure of one configuration draws."""
+    best = best_lr(losses[-1]).tolist()
+    return {f: losses[:, :, best[j], j].numpy() for j, f in enumerate((False, True))}
+
+
+def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """A `summary` frame for the page: one row per arm, named in math, with headers."""
+    rows = frame.reset_index()
+    return pd.DataFrame({
+        "Attention": [arm_name(k, f) for k, f in zip(rows["kind"], rows["fix"], strict=True)],
+        "$L$": rows["depth"],
+        "Best learning rate": rows["best lr"],
+        "Initial loss": rows["initial"],
+        "Final loss": rows["final"],
+        "Final / initial": rows["final / initial"],
+    })
+
+
+def benefit_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """A `benefit` frame (index (kind, depth), or (arm, kind, depth)) for the page: the
+    ratio, its 95 % interval and whether it decides a gain of 5 % or more.
+
+    Examples
+    --------
+    >>> gains = pd.DataFrame({"ratio": [0.9], "ci low": [0.8], "ci high": [1.0]},
+    ...                      index=pd.MultiIndex.from_tuples([("markov", 1)]))
+    >>> benefit_table(gains)[["Attention", "95 % CI", "Gain of 5 % or more"]].iloc[0].tolist()
+    ['Markov $A$', '[0.8, 1]', 'undecided']
+    """
+    rows = frame.copy()
+    rows.index.names = ["arm", "kind", "depth"][-rows.index.nlevels :]
+    rows = rows.reset_index()
+    out = pd.DataFrame({"Arm": rows["arm"]} if "arm" in rows else {})
+    out["Attention"] = rows["kind"].map(KIND_LABELS)
+    out["$L$"] = rows["depth"]
+    out["Final loss, fix / no fix"] = rows["ratio"]
+    low, high = rows["ci low"], rows["ci high"]
+    out["95 % CI"] = [f"[{lo:.3g}, {hi:.3g}]" for lo, hi in zip(low, high, strict=True)]
+    out["Gain of 5 % or more"] = [
+        "yes" if hi < 0.95 else "no" if lo >= 0.95 else "undecided"
+        for lo, hi in zip(low, high, strict=True)
+    ]
+    return out
+
+
+def benefit_text(frame: pd.DataFrame, key=None) -> str:
+    """'1.03 [0.99, 1.08]': a `benefit` row's ratio and 95 % interval ('not run' when the
+    frame lacks it); without `key`, every row, each followed by its attention kind.
+
+    Examples
+    --------
+    >>> gains = pd.DataFrame({"ratio": [0.9], "ci low": [0.8], "ci high": [1.0]},
+    ...                      index=pd.MultiIndex.from_tuples([("markov", 1)]))
+    >>> benefit_text(gains, ("markov", 1)), benefit_text(gains, ("normal", 1))
+    ('0.90 [0.80, 1.00]', 'not run')
+    >>> benefit_text(gains)
+    '0.90 [0.80, 1.00] (Markov $A$)'
+    """
+    def text(g):
+        return f"{g['ratio']:.2f} [{g['ci low']:.2f}, {g['ci high']:.2f}]"
+
+    if key is None:
+        return ", ".join(f"{text(g)} ({KIND_LABELS[k]})" for (k, _), g in frame.iterrows())
+    return text(frame.loc[key]) if key in frame.index else "not run"
+
+
+def benefit_rows(frame: pd.DataFrame, outcome: str) -> str:
+    """The (kind, depth) rows of a `benefit` frame whose interval lies below 0.95
+    (outcome "holds") or straddles it ("inconclusive"), as a sentence names them.
+
+    Examples
+    --------
+    >>> gains = pd.DataFrame({"ratio": [0.9], "ci low": [0.8], "ci high": [1.0]},
+    ...                      index=pd.MultiIndex.from_tuples([("markov", 1)]))
+    >>> benefit_rows(gains, "holds"), benefit_rows(gains, "inconclusive")
+    ('none', 'Markov $A$ at depth 1')
+    """
+    found = [
+        f"{KIND_LABELS[k]} at depth {L}"
+        for (k, L), g in frame.iterrows()
+        if (g["ci high"] < 0.95 if outcome == "holds" else g["ci low"] < 0.95 <= g["ci high"])
+    ]
+    return ", ".join(found) if found else "none"
+
+
+def column_sum_spread(logits: torch.Tensor) -> np.ndarray:
+    """||c - 1|| for the column sums c of softmax(logits), one value per model (..., T, T):
+    how far the attention is from giving every token the same total weight."""
+    return (torch.softmax(logits.double(), -1).sum(-2) - 1).norm(dim=-1).numpy()

@@ -12,6 +12,24 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# Tests that use these fixtures are in the slow tiers (`make check` leaves them out): the first
+# set reads a built book, the second starts kernels, a Dask cluster or a Jupyter server.
+BOOK_FIXTURES = {"fast_book", "site", "browsed", "printed", "student"}
+EXECUTION_FIXTURES = {"toy", "chapter_class", "lab", "dask", "small_book"}
+
+
+def pytest_collection_modifyitems(config, items):
+    grouped = config.pluginmanager.hasplugin("xdist")
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        if used & BOOK_FIXTURES:
+            item.add_marker(pytest.mark.book)
+            if grouped:  # `make test` (-n 2 --dist loadgroup): one worker builds the book once
+                item.add_marker(pytest.mark.xdist_group("book"))
+        if used & EXECUTION_FIXTURES:
+            item.add_marker(pytest.mark.execution)
+
+
 @pytest.fixture
 def gen():
     return torch.Generator().manual_seed(1234)

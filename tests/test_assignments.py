@@ -312,6 +312,7 @@ def test_every_notebook_has_a_graded_exercise_that_fails_as_issued(name):
     assert all(s.source not in "\n".join(c.source for c in issued.cells) for s in solutions)
 
 
+@pytest.mark.execution
 def test_a_real_assignment_fails_as_issued_and_passes_with_its_solutions(tmp_path):
     name = "03-layernorm-orthogonal"  # about 5 s in the fast profile
     result = collapse("--root", ROOT, "assignments", name, "--out", tmp_path)

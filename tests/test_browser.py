@@ -67,6 +67,7 @@ const layout = () => {
   return {
     viewport: [window.innerWidth, window.innerHeight],
     page_overflow: document.documentElement.scrollWidth - window.innerWidth,
+    screens: document.documentElement.scrollHeight / window.innerHeight,
     first_verdict: first ? Math.round(top(first)) : null,
     glance: Array.from(document.querySelectorAll(".verdict-glance tbody tr")).map(r => ({
       href: r.querySelector("a")?.getAttribute("href") || "",
@@ -86,6 +87,13 @@ const layout = () => {
       .map(t => ({head: (t.querySelector("th") || t).innerText.slice(0, 40),
                   width: Math.round(t.getBoundingClientRect().width),
                   column: Math.round(columnWidth), scrolls: scrolls(t)})),
+    // a table (or anything but code) that fits its column only by scrolling inside its box
+    scrolled_boxes: Array.from(column.querySelectorAll("*"))
+      .filter(e => e.tagName !== "PRE" && !e.closest("pre, .highlight, mjx-container"))
+      .filter(e => ["auto", "scroll"].includes(getComputedStyle(e).overflowX))
+      .filter(e => e.scrollWidth > e.clientWidth + 1 && e.getBoundingClientRect().width > 0)
+      .map(e => ({head: (e.querySelector("th") || e).innerText.trim().slice(0, 40),
+                  width: e.scrollWidth, box: e.clientWidth})),
     wide_code: Array.from(column.querySelectorAll("pre"))
       .filter(e => e.scrollWidth > e.clientWidth + 1 && e.getBoundingClientRect().width > 0)
       .map(e => e.textContent.split("\\n").reduce((a, b) => (b.length > a.length ? b : a), "")
@@ -419,6 +427,8 @@ def test_tables_and_code_fit_their_column(browsed):
     def check(visit):
         for table in visit.seen["wide_tables"]:
             yield f"table {table['head']!r}: {table['width']} px in a {table['column']} px column"
+        for box in visit.seen["scrolled_boxes"]:
+            yield f"{box['head']!r} scrolls sideways: {box['width']} px in a {box['box']} px box"
         yield from (f"code line runs off its box: {line!r}" for line in visit.seen["wide_code"])
         yield from (
             f"at 390 px code line runs off its box: {line!r}" for line in visit.phone["wide_code"]
@@ -526,6 +536,23 @@ def test_every_page_that_states_a_result_cites(browsed):
         )
     )
     assert not problems, problems
+
+
+# A chapter a reader can take in: the issue's aim is about 15 desktop screens; none may pass this.
+MAX_SCREENS = 30
+
+
+def test_chapters_are_a_readable_length(browsed):
+    """Each chapter's height at 1280 x 900, in screens, written beside the screenshots; a
+    chapter longer than MAX_SCREENS fails."""
+    heights = {
+        name: browsed.pages[f"book/executed/{name}.html"].seen["screens"]
+        for name in runner.Project(browsed.root).notebooks()
+    }
+    lines = [f"{name}  {screens:5.1f} screens" for name, screens in heights.items()]
+    (SCREENSHOTS / "heights.txt").write_text("\n".join(lines) + "\n")
+    too_long = [line for line in lines if float(line.split()[1]) > MAX_SCREENS]
+    assert not too_long, too_long
 
 
 def test_every_chapter_shows_its_model(browsed):

@@ -58,7 +58,7 @@ def test_chunked_sweep_is_sweep_bit_for_bit_and_reuses_its_chunks(tmp_path):
     pd.testing.assert_frame_equal(got, expected, check_exact=True)
     n_jobs = len(sweep.plan(X0, configs, mask_set, **GRID).jobs)
     assert n_jobs == 2 * 2 * 3 and first.jobs == n_jobs  # seeds x weight groups x sample batches
-    assert len(chunk_bytes(tmp_path)) == n_jobs and not list(tmp_path.glob(".*.tmp"))
+    assert len(chunk_bytes(tmp_path)) == n_jobs and not list(tmp_path.glob(".*.partial"))
     pd.testing.assert_frame_equal(
         chunks.sweep(X0, configs, mask_set, **GRID, folder=tmp_path, executor=again),
         expected,
@@ -98,7 +98,7 @@ def test_a_killed_run_resumes_where_it_stopped_bit_for_bit(tmp_path):
     )
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert len(chunk_bytes(resumed)) == 5
-    (resumed / ".chunk-00007.npy.4242.tmp").write_bytes(
+    (resumed / ".chunk-00007.npy.x1y2z3.partial").write_bytes(
         b"half a chunk"
     )  # what a kill during a write leaves
     counting = Counting()
@@ -107,7 +107,7 @@ def test_a_killed_run_resumes_where_it_stopped_bit_for_bit(tmp_path):
     )
     assert counting.jobs == len(chunk_bytes(whole)) - 5
     assert chunk_bytes(resumed) == chunk_bytes(whole)
-    assert not list(resumed.glob(".*.tmp"))
+    assert not list(resumed.glob(".*.partial"))
     pd.testing.assert_frame_equal(got, expected, check_exact=True)
 
 

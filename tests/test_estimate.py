@@ -65,6 +65,7 @@ def test_a_chapter_without_a_cost_cell_or_work_is_one_clear_error(project, tmp_p
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
 
 
+@pytest.mark.execution
 def test_the_eta_scales_the_recorded_run_by_the_work(project):
     """With the GEMM rate measured once per process, the ETA is the recorded seconds times
     the ratio of the work: the rate cancels."""
@@ -101,6 +102,7 @@ def test_dry_run_prints_the_plan_and_executes_nothing(project):
     assert not project.executed_dir.exists()
 
 
+@pytest.mark.execution
 def test_the_paper_profile_prints_its_plan_before_it_runs(project):
     result = run_collapse("--root", project.root, "run", "01", "--profile", "paper")
     assert result.returncode == 0, result.stderr

@@ -76,6 +76,7 @@ def test_notebooks_on_dask_give_the_local_verdicts(dask, fast_book, tmp_path):
         assert (project.executed_dir / f"{name}.ipynb").is_file()
 
 
+@pytest.mark.execution
 def test_a_notebook_run_on_dask_is_cached_like_a_local_one(dask, tmp_path):
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "notebooks" / "01-toy.md").write_text(TOY)
@@ -92,6 +93,7 @@ def test_a_notebook_run_on_dask_is_cached_like_a_local_one(dask, tmp_path):
     )
 
 
+@pytest.mark.execution
 def test_a_raising_notebook_on_dask_names_its_cell(dask, tmp_path):
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "notebooks" / "01-raises.md").write_text(RAISES)

@@ -207,6 +207,7 @@ NOTEBOOK = [
 ]
 
 
+@pytest.mark.execution
 def test_the_inline_backend_puts_the_csv_beside_the_png():
     from nbclient import NotebookClient
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from collapse import gap, markov, metrics, rng
+from collapse import gap, gap_shared, markov, metrics, rng
 from collapse.checks import ParameterError
 
 
@@ -467,8 +467,8 @@ def test_stable_ranks_take_certified_power_steps_or_fall_back_to_eigvalsh():
     grams = [collapsed @ collapsed.mT, noise @ noise.mT, trap[None], torch.zeros(1, 4, 4)]
     for G in grams:
         lam = torch.linalg.eigvalsh(G.double())
-        sr, gram_sr = gap._stable_ranks(G, True)
+        sr, gram_sr = gap_shared._stable_ranks(G, True)
         torch.testing.assert_close(sr, lam.sum(-1) / lam[:, -1], rtol=1e-5, atol=0, equal_nan=True)
         want = (lam**2).sum(-1) / lam[:, -1] ** 2
         torch.testing.assert_close(gram_sr, want, rtol=1e-5, atol=0, equal_nan=True)
-    assert torch.isnan(gap._stable_ranks(torch.full((1, 3, 3), math.inf), True)[0])
+    assert torch.isnan(gap_shared._stable_ranks(torch.full((1, 3, 3), math.inf), True)[0])

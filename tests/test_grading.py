@@ -110,6 +110,7 @@ def test_hidden_checks_stay_out_of_the_assignment_and_the_student_copy(toy):
     assert not tagged(student, "hidden-check") and len(tagged(student, "check")) == 2
 
 
+@pytest.mark.execution
 def test_the_student_copy_keeps_no_source_in_its_metadata():
     """papermill records a notebook passed as an object whole, hidden checks included."""
     nb = jupytext.reads(TOY, fmt="md:myst")
@@ -119,6 +120,7 @@ def test_the_student_copy_keeps_no_source_in_its_metadata():
     assert "HIDDEN-SECRET" not in nbformat.writes(student)
 
 
+@pytest.mark.execution
 def test_hidden_checks_come_back_and_every_check_scores_its_points(toy, tmp_path):
     root, issued = toy
     folder = tmp_path / "class"

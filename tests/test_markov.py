@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from collapse import markov
+from collapse import lanczos, markov
 from collapse.checks import ParameterError
 
 
@@ -186,13 +186,13 @@ def test_lanczos_warns_when_it_runs_out_of_steps_and_keeps_threads():
 
 def test_settled_extrapolates_geometric_convergence_only():
     geometric = [torch.tensor([[1.0, 0.5 - 0.1 * 0.5**j]], dtype=torch.float64) for j in range(40)]
-    assert markov._settled(geometric, 1e-9, 5).all()
-    assert not markov._settled(geometric[:20], 1e-9, 5)[0, 1]  # still moving by ~1e-7
+    assert lanczos._settled(geometric, 1e-9, 5).all()
+    assert not lanczos._settled(geometric[:20], 1e-9, 5)[0, 1]  # still moving by ~1e-7
     steady = [
         torch.tensor([[1.0, 0.5 + 1e-10 * j]], dtype=torch.float64) for j in range(40)
     ]  # constant drift never settles
-    assert not markov._settled(steady, 1e-9, 5)[0, 1]
-    assert not markov._settled(geometric[:10], 1.0, 5).any()  # too short a history
+    assert not lanczos._settled(steady, 1e-9, 5)[0, 1]
+    assert not lanczos._settled(geometric[:10], 1.0, 5).any()  # too short a history
 
 
 def test_auto_uses_lanczos_for_large_matrices():
@@ -317,14 +317,14 @@ def test_the_fused_gram_product_is_the_two_products(dtype):
     eps = torch.finfo(dtype).eps
     for threads in (1, 2):
         with use_threads(threads):
-            W, Z = markov._gram_product(M, V)
+            W, Z = lanczos._gram_product(M, V)
         assert W.dtype == Z.dtype == dtype and W.shape == (3003, 3) and Z.shape == (2900, 3)
         assert (W.double() - W64).abs().max() <= 64 * eps * scale_w
         assert (Z.double() - Z64).abs().max() <= 64 * eps * scale_z
-    Wf, Zf = markov._gram_product(M.mT.contiguous().mT, V)
+    Wf, Zf = lanczos._gram_product(M.mT.contiguous().mT, V)
     assert (Wf.double() - W64).abs().max() <= 64 * eps * scale_w
     assert (Zf.double() - Z64).abs().max() <= 64 * eps * scale_z
-    Wb, Zb = markov._gram_product(M[None], V)  # the batched (and GPU) path: unfused
+    Wb, Zb = lanczos._gram_product(M[None], V)  # the batched (and GPU) path: unfused
     assert (Zb[0].double() - Z64).abs().max() <= 64 * eps * scale_z
     assert (Wb[0].double() - W64).abs().max() <= 64 * eps * scale_w
 

@@ -147,6 +147,7 @@ def test_unknown_names(project):
         runner.plan(project, ["toy"], "huge", {})
 
 
+@pytest.mark.execution
 def test_run_caches_until_something_changes(project):
     ((toy, params),) = runner.plan(project, ["toy"], "book", {})
     first = runner.execute(project, toy, params, "book")
@@ -169,6 +170,7 @@ def test_run_caches_until_something_changes(project):
     assert not list(project.executed_dir.glob(".*partial"))
 
 
+@pytest.mark.execution
 def test_a_raising_notebook_names_cell_and_error(project):
     ((nb, params),) = runner.plan(project, ["02"], "book", {})
     expected = (
@@ -181,6 +183,7 @@ def test_a_raising_notebook_names_cell_and_error(project):
     assert not list(project.executed_dir.glob(".*"))
 
 
+@pytest.mark.execution
 def test_cli_run_verdicts_and_expectations(project):
     result = cli(project, "run", "toy", "--profile", "fast")
     assert result.returncode == 0, result.stderr
@@ -215,6 +218,7 @@ def test_cli_run_verdicts_and_expectations(project):
     )
 
 
+@pytest.mark.execution
 def test_cli_raising_notebook_exits_1_with_the_error(project):
     result = cli(project, "run", "02-raises")
     assert result.returncode == 1
@@ -298,6 +302,7 @@ def test_parse_assignments_rejects_code():
         runner.parse_assignments("a = f(1)")
 
 
+@pytest.mark.execution
 def test_a_cell_timeout_is_reported_not_fatal(project):
     (project.notebooks_dir / "03-sleeps.md").write_text(
         HEADER.format(claim="Sleeps", ranges="    n: {min: 0}")
@@ -336,6 +341,7 @@ CHUNKS_ENV = HEADER.format(
 )
 
 
+@pytest.mark.execution
 def test_the_paper_profile_gives_sweeps_a_chunk_folder_and_streams_stderr(tmp_path, capfd):
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "notebooks" / "01-env.md").write_text(CHUNKS_ENV)
@@ -351,6 +357,7 @@ def test_the_paper_profile_gives_sweeps_a_chunk_folder_and_streams_stderr(tmp_pa
     assert "COLLAPSE_CHUNKS" not in os.environ
 
 
+@pytest.mark.execution
 def test_cli_executor_options(project):
     pytest.importorskip("distributed")
     run = lambda *a: subprocess.run(  # noqa: E731
@@ -384,6 +391,7 @@ SEEDS = HEADER.format(claim="Seeds of a family", ranges="    n: {min: 1}") + tex
 )
 
 
+@pytest.mark.execution
 def test_another_family_of_seeds_runs_apart_and_reseed_counts_the_outcomes(project):
     (project.notebooks_dir / "03-seeds.md").write_text(SEEDS)
     bad = cli(project, "run", "03", "--seed-family", "-1")
@@ -410,3 +418,47 @@ def test_another_family_of_seeds_runs_apart_and_reseed_counts_the_outcomes(proje
     assert "03-seeds family 1: 1 not-reproduced" in again.stdout
     # family 1 of the book profile had run above: the reseed reused it
     assert (folder / "03-seeds.ipynb").stat().st_mtime_ns == first_run
+
+
+def test_the_light_myst_reader_reads_every_chapter_as_jupytext_does():
+    """runner.read_myst (no jupytext import) gives jupytext's header and code cells."""
+    import jupytext
+
+    chapters = sorted((runner.PACKAGE.parent / "notebooks").glob("[0-9][0-9]-*.md"))
+    assert len(chapters) == 16
+    for path in chapters:
+        nb = jupytext.read(path)
+        header, cells = runner.read_myst(path.read_text())
+        code = [(c.source, c.metadata.get("tags", [])) for c in nb.cells if c.cell_type == "code"]
+        assert cells == code, path.stem
+        assert header["collapse"] == nb.metadata["collapse"], path.stem
+
+
+def test_help_and_list_import_neither_torch_nor_jupytext():
+    """`collapse --help` and `collapse list` answer at once: the heavy imports wait for the
+    commands that need them (counted by module, not by the clock)."""
+    script = (
+        "import sys, contextlib, io\n"
+        "from collapse.book import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['list']) == 0\n"
+        "    try:\n"
+        "        main(['--help'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "heavy = {'torch', 'pandas', 'scipy', 'jupytext', 'papermill', 'matplotlib'}\n"
+        "print(sorted(heavy & set(sys.modules)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_choices_masks_are_the_mask_registry():
+    """`choices: masks` follows collapse.masks.REGISTRY: a mask added there is a choice."""
+    from collapse import masks
+
+    for name in masks.names():
+        runner._check_range("extra_masks", [name], {"choices": "masks"})
+    with pytest.raises(ParameterError, match="extra_masks must be one of complete, causal"):
+        runner._check_range("extra_masks", ["causal", "nosuch"], {"choices": "masks"})

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import yaml
 
+from ..atomic import atomic_path
 from ..checks import ParameterError
 from . import runner
 
@@ -183,23 +184,18 @@ def make_assignment(project: runner.Project, notebook: runner.Notebook):
     return nb
 
 
-def _write_atomic(nb, path: Path) -> None:
-    import nbformat
-
-    partial = path.with_name(f".{path.name}.partial")
-    nbformat.write(nb, str(partial))
-    partial.replace(path)
-
-
 def write_assignments(project: runner.Project, names, out: Path) -> list[Path]:
     """One assignment .ipynb per selected notebook in `out`; every notebook is checked before
     any is written.
     """
+    import nbformat
+
     made = [(nb.name, make_assignment(project, nb)) for nb in project.select(names)]
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, nb in made:
-        _write_atomic(nb, out / f"{name}.ipynb")
+        with atomic_path(out / f"{name}.ipynb") as partial:
+            nbformat.write(nb, str(partial))
         paths.append(out / f"{name}.ipynb")
     return paths
 

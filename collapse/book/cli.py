@@ -15,24 +15,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from tqdm import tqdm
-
-from .. import report
 from ..checks import ParameterError, check_int
-from . import (
-    assignments,
-    estimate,
-    executors,
-    grading,
-    launch,
-    mathjax,
-    pages,
-    publish,
-    reseed,
-    runner,
-    scoreboard,
-    status,
-)
+from . import runner
+
+# Each command imports what it needs when it runs (torch, pandas, papermill and Jupyter Book
+# take seconds to import): `collapse --help` and `collapse list` answer at once.
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -232,6 +219,11 @@ def _run_all(
     workers=None,
     seed_family=0,
 ):
+    from tqdm import tqdm
+
+    from .. import report
+    from . import estimate, executors
+
     check_int("--seed-family", seed_family, minimum=0)
     planned = runner.plan(project, names, profile, runner.parse_sets(sets))
     if profile == "paper":
@@ -289,6 +281,9 @@ _JSON_FIELDS = (
 
 
 def _verdicts(project: runner.Project, as_json: bool) -> int:
+    from .. import report
+    from . import scoreboard
+
     records = runner.collect_records(project)
     problems = scoreboard.check_expectations(records, project.expectations())
     if as_json:
@@ -315,6 +310,8 @@ def _verdicts(project: runner.Project, as_json: bool) -> int:
 def _reseed(project: runner.Project, names, families: int, book: str, timeout) -> int:
     """The fast profile with every family, then the book profile for the chapters it did not
     settle (or all, or none); notebooks/reseed.yml records both."""
+    from . import reseed
+
     check_int("--families", families, minimum=2)
     runs = _reseed_profile(
         project, runner.plan(project, names, "fast", {}), "fast", families, timeout
@@ -339,6 +336,11 @@ def _reseed(project: runner.Project, names, families: int, book: str, timeout) -
 
 def _reseed_profile(project, planned, profile: str, families: int, timeout) -> dict:
     """Run `planned` with every family at `profile`, record it, print what held."""
+    from tqdm import tqdm
+
+    from .. import report
+    from . import reseed
+
     total = len(planned) * families
     with tqdm(total=total, desc=f"reseed [{profile}]", unit="run", file=sys.stderr) as bar:
 
@@ -377,6 +379,8 @@ def _launch_config(project: runner.Project, url: str, branch: str, output: Path)
     configuration file's folder."""
     import yaml
 
+    from . import launch
+
     config = yaml.safe_load((project.root / "_config.yml").read_text())
     baseurl = config.get("html", {}).get("baseurl", "")
     config = _merged(config, launch.settings(url, branch, baseurl))
@@ -403,6 +407,8 @@ def _book(
     _build/student/html.
     """
     import yaml
+
+    from . import assignments, launch, mathjax, pages, reseed, scoreboard, status
 
     url = repository
     if url is None and not student:
@@ -456,6 +462,8 @@ def _book(
 
 
 def _assignments(project: runner.Project, names, out: Path | None) -> int:
+    from . import assignments
+
     for path in assignments.write_assignments(
         project, names, out or project.root / "_build" / "assignments"
     ):
@@ -465,6 +473,8 @@ def _assignments(project: runner.Project, names, out: Path | None) -> int:
 
 def _grade(project: runner.Project, args) -> int:
     """Grade every submission; with one, print its checks; with --csv, write the gradebook."""
+    from . import assignments, grading
+
     check_int("--jobs", args.jobs, minimum=1)
     check_int("--timeout", args.timeout, minimum=1)
     if args.csv is not None and not args.csv.parent.is_dir():
@@ -497,6 +507,8 @@ def main(argv=None) -> int:
         if args.command == "list":
             return _list(project)
         if args.command == "run" and args.dry_run:
+            from . import estimate
+
             planned = runner.plan(project, args.names, args.profile, runner.parse_sets(args.sets))
             plan = estimate.estimate(project, planned, args.profile, force=args.force)
             print("\n".join(estimate.table(plan, args.profile)))
@@ -521,6 +533,8 @@ def main(argv=None) -> int:
         if args.command == "assignments":
             return _assignments(project, args.names, args.out)
         if args.command == "publish":
+            from . import publish
+
             commit = publish.publish(project.root, args.remote, args.branch)
             print(f"published {project.root / '_build' / 'html'} as {args.branch} {commit[:12]}")
             return 0

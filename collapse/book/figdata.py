@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..atomic import write_atomic
 from ..figure_data import MIME
 
 __all__ = ["TAG", "write", "link_markdown"]
@@ -48,9 +49,7 @@ def _write_atomic(path: Path, text: str) -> None:
     data = text.encode()
     if path.is_file() and path.read_bytes() == data:
         return
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_bytes(data)
-    partial.replace(path)
+    write_atomic(path, data)
 
 
 def write(notebook, executed_dir: Path, stem: str) -> list[Path]:

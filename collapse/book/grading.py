@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..atomic import write_atomic
 from ..checks import ParameterError, check_int
 from . import runner
 from .assignments import CHECK_TAG, HIDDEN_TAG, PROFILE, check_cells, check_spec
@@ -54,7 +55,6 @@ __all__ = [
 # Reply for a cell interrupted at its time limit: without one, nbclient waits for the kernel's own
 # reply, forever when the loop is in C code that ignores the interrupt.
 _TIMEOUT = {"ename": "TimeoutError", "evalue": "cell time limit reached", "traceback": []}
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _ARROW = re.compile(r"^-+>\s*\d+\s+(?P<line>.*\S)")
 _ERROR_WIDTH = 200  # characters of a gradebook row's error column
 
@@ -115,20 +115,12 @@ def sandbox(root: Path, memory_mb: int = 4096) -> Sandbox:
 
 def _kernel_manager(box: Sandbox, work: Path, protect: Path):
     """A kernel manager that starts its kernel in `work`, under the sandbox, over ipc sockets."""
-    from jupyter_client.manager import AsyncKernelManager
-
-    class SandboxedKernelManager(AsyncKernelManager):
-        def __init__(self, **kw):
-            kw.setdefault("transport", "ipc")
-            kw.setdefault("ip", str(work / "kernel"))
-            kw.setdefault("connection_file", str(work / "kernel.json"))
-            super().__init__(**kw)
-
-        async def _async_launch_kernel(self, kernel_cmd, **kw):
-            kw["stderr"] = subprocess.DEVNULL  # start-up chatter; cell output still comes back
-            return await super()._async_launch_kernel([*box.prefix(protect), *kernel_cmd], **kw)
-
-    return SandboxedKernelManager
+    return runner.kernel_manager(
+        box.prefix(protect),
+        transport="ipc",
+        ip=str(work / "kernel"),
+        connection_file=str(work / "kernel.json"),
+    )
 
 
 @dataclass
@@ -311,7 +303,7 @@ def error_line(output) -> str:
     if not output.evalue:
         arrows = [
             m["line"]
-            for line in _ANSI.sub("", "\n".join(output.get("traceback", []))).splitlines()
+            for line in runner.ANSI.sub("", "\n".join(output.get("traceback", []))).splitlines()
             if (m := _ARROW.match(line))
         ]
         text += f" at `{arrows[-1]}`" if arrows else ""
@@ -461,6 +453,4 @@ def write_gradebook(text: str, path: Path) -> None:
     path = Path(path)
     if not path.parent.is_dir():
         raise ParameterError(f"--csv {path}: the folder {path.parent} does not exist")
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text)
-    partial.replace(path)
+    write_atomic(path, text)

@@ -21,6 +21,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from ..atomic import write_atomic
 from ..checks import ParameterError
 
 __all__ = [
@@ -114,11 +115,9 @@ def write_binder(site: Path, requirements: Path, spec: str) -> Path:
     folder = site / "binder"
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / "requirements.txt"
-    partial = folder / ".requirements.txt.partial"
-    partial.write_text(
+    return write_atomic(
+        target,
         "# Binder for the published notebooks (written by `collapse book --repository`).\n"
         + "\n".join([*lines, spec])
-        + "\n"
+        + "\n",
     )
-    partial.replace(target)
-    return target

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from ..atomic import atomic_path
 from ..report import METADATA_KEY, outcome
 from . import figdata, launch
 from .scoreboard import (
@@ -282,6 +283,5 @@ def prepare_all(
         mine = [r for r in records if r["notebook"] == path.stem]
         prepare(notebook, mine, expectations, path.stem, install)
         figdata.write(notebook, executed_dir, path.stem)
-        partial = path.with_name(f".{path.stem}.page.ipynb")
-        nbformat.write(notebook, str(partial))
-        partial.replace(path)
+        with atomic_path(path) as partial:
+            nbformat.write(notebook, str(partial))

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from ..atomic import atomic_path
 from ..checks import ParameterError
 
 __all__ = [
@@ -412,8 +413,6 @@ def write_pdf(root: Path, html_dir: Path | None = None, out: Path | None = None)
     writer = _join(pypdf, docs, parts, titles, base, pypdf.PdfReader(io.BytesIO(stamps)))
     writer.add_metadata({"/Title": book_title})
     out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(f".{out.name}.partial")
-    with partial.open("wb") as stream:
+    with atomic_path(out) as partial, partial.open("wb") as stream:
         writer.write(stream)
-    partial.replace(out)
     return PdfResult(out, len(writer.pages), [(titles[name], first[name]) for name in names])

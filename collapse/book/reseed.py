@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from ..atomic import atomic_path, write_atomic
 from ..checks import ParameterError, check_int
 from ..report import OUTCOMES, outcome
 from . import runner
@@ -75,9 +76,8 @@ def _reuse_book_run(project, notebook, digest: str, folder: Path) -> None:
         return
     folder.mkdir(parents=True, exist_ok=True)
     for path in (source, source.with_suffix(".verdicts.json")):
-        partial = folder / f".{path.name}.partial"
-        shutil.copyfile(path, partial)
-        partial.replace(folder / path.name)
+        with atomic_path(folder / path.name) as partial:
+            shutil.copyfile(path, partial)
 
 
 def run_families(
@@ -178,10 +178,7 @@ def merge(data: dict, profile: str, families: int, runs: dict[str, list[Family]]
 def write(project: runner.Project, data: dict) -> Path:
     """Write notebooks/reseed.yml atomically."""
     path = project.notebooks_dir / RESEED_FILE
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(_HEADER + yaml.safe_dump(data, sort_keys=False, width=99))
-    partial.replace(path)
-    return path
+    return write_atomic(path, _HEADER + yaml.safe_dump(data, sort_keys=False, width=99))
 
 
 def summary_lines(data: dict, profile: str) -> list[str]:

@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from .. import provenance, rng
+from ..atomic import atomic_path, write_atomic
 from ..checks import ParameterError, check_int
 from . import scoreboard
 
@@ -38,12 +39,15 @@ __all__ = [
     "plan",
     "execute",
     "execute_all",
+    "read_myst",
+    "kernel_manager",
+    "ANSI",
 ]
 
 PROFILES = ("fast", "book", "paper")
 PACKAGE = Path(__file__).resolve().parents[1]
 _RANGE_KEYS = {"min", "max", "exclusive_min", "choices", "min_items"}
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # terminal colours in tracebacks
 
 
 class NotebookError(RuntimeError):
@@ -64,24 +68,22 @@ class Notebook:
 
     @classmethod
     def load(cls, path: Path) -> Notebook:
-        import jupytext
-
-        nb = jupytext.read(path)
-        meta = nb.metadata.get("collapse", {})
-        cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        header, code = read_myst(path.read_text())
+        meta = header.get("collapse", {})
+        cells = [source for source, tags in code if "parameters" in tags]
         if len(cells) != 1:
             raise ParameterError(
                 f"{path.name}: needs exactly one cell tagged 'parameters', found {len(cells)}"
             )
         ranges = meta.get("ranges", {}) or {}
-        defaults = parse_assignments(cells[0].source, path.name)
+        defaults = parse_assignments(cells[0], path.name)
         for name, spec in ranges.items():
             if name not in defaults or not isinstance(spec, dict) or set(spec) - _RANGE_KEYS:
                 raise ParameterError(
                     f"{path.name}: range for {name!r} must name a parameter "
                     f"and use only {sorted(_RANGE_KEYS)}"
                 )
-        imports = _imports(c.source for c in nb.cells if c.cell_type == "code")
+        imports = _imports(source for source, _ in code)
         return cls(
             path.stem,
             path,
@@ -96,6 +98,32 @@ class Notebook:
         import jupytext
 
         return jupytext.read(self.path)
+
+
+_FRONT_MATTER = re.compile(r"\A---\n(.*?)\n---\n", re.S)
+_CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```$", re.S | re.M)
+_OPTIONS = re.compile(r"\A---\n(.*?)\n---\n|\A((?::[^\n]*\n)+)", re.S)
+
+
+def read_myst(text: str) -> tuple[dict, list[tuple[str, list[str]]]]:
+    """A MyST notebook's header and its code cells as (source, tags), without jupytext.
+
+    Why: importing jupytext (nbformat, jsonschema) takes seconds, and `collapse list` needs
+    only this; tests/test_runner.py holds it to jupytext's reading of every chapter.
+    """
+    match = _FRONT_MATTER.match(text)
+    header = (yaml.safe_load(match.group(1)) or {}) if match else {}
+    cells = []
+    for body in _CODE_CELL.findall(text):
+        options = _OPTIONS.match(body)
+        meta = {}
+        if options and options.group(1) is not None:
+            meta = yaml.safe_load(options.group(1)) or {}
+        elif options:
+            meta = yaml.safe_load(options.group(2).replace("\n:", "\n").lstrip(":")) or {}
+        source = body[options.end() :] if options else body
+        cells.append((source.strip("\n"), list(meta.get("tags", []))))
+    return header, cells
 
 
 def _imports(sources) -> tuple[str, ...]:
@@ -167,17 +195,28 @@ def _check_type(name: str, value, default):
     return value
 
 
+def _choices(spec: dict):
+    """The allowed values of a range: its list, or every registered mask for `choices: masks`
+    (a mask added to collapse.masks.REGISTRY is then a choice too)."""
+    choices = spec.get("choices")
+    if choices == "masks":
+        from .. import masks
+
+        return masks.names()
+    return choices
+
+
 def _check_range(name: str, value, spec: dict):
     items = value if isinstance(value, list) else [value]
     if isinstance(value, list) and len(value) < spec.get("min_items", 0):
         raise ParameterError(
             f"parameter {name} must have at least {spec['min_items']} items, got {len(value)}"
         )
+    choices = _choices(spec)
     for item in items:
-        if "choices" in spec and item not in spec["choices"]:
+        if choices is not None and item not in choices:
             raise ParameterError(
-                f"parameter {name} must be one of {', '.join(map(str, spec['choices']))}; "
-                f"got {item!r}"
+                f"parameter {name} must be one of {', '.join(map(str, choices))}; got {item!r}"
             )
         low, strict = spec.get("min"), spec.get("exclusive_min", False)
         if low is not None and (item < low or (strict and item == low)):
@@ -360,7 +399,7 @@ def _failure(name: str, err) -> NotebookError:
     """
     source = (getattr(err, "source", "") or "").strip().splitlines()
     first_line = source[0] if source else "?"
-    trace = _ANSI.sub("", "\n".join(getattr(err, "traceback", [])[-4:]))
+    trace = ANSI.sub("", "\n".join(getattr(err, "traceback", [])[-4:]))
     return NotebookError(
         (
             f"notebook {name} failed in cell In[{err.exec_count}] `{first_line}`: "
@@ -369,22 +408,27 @@ def _failure(name: str, err) -> NotebookError:
     )
 
 
-def _quiet_kernel_manager():
-    """A kernel manager whose kernel start-up chatter (e.g. the TCP warning) stays off the
-    terminal.
+def kernel_manager(prefix=(), **settings):
+    """A kernel manager class whose kernels start under `prefix` (a command, such as the
+    grader's sandbox) with `settings` as defaults, their start-up chatter (e.g. the TCP
+    warning) kept off the terminal.
 
-    Cell output, stderr included, still reaches the notebook through the kernel's messages.
+    Why one: the runner and the grader start kernels the same way but for the sandbox. Cell
+    output, stderr included, still reaches the notebook through the kernel's messages.
     """
     import subprocess
 
     from jupyter_client.manager import AsyncKernelManager
 
-    class QuietKernelManager(AsyncKernelManager):
+    class KernelManager(AsyncKernelManager):
+        def __init__(self, **kw):
+            super().__init__(**{**settings, **kw})
+
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             kw["stderr"] = subprocess.DEVNULL
-            return await super()._async_launch_kernel(kernel_cmd, **kw)
+            return await super()._async_launch_kernel([*prefix, *kernel_cmd], **kw)
 
-    return QuietKernelManager
+    return KernelManager
 
 
 def _papermill(
@@ -412,7 +456,7 @@ def _papermill(
             progress_bar=False,
             cwd=str(cwd),
             execution_timeout=timeout,
-            kernel_manager_class=_quiet_kernel_manager(),
+            kernel_manager_class=kernel_manager(),
             stderr_file=sys.stderr if stream else None,
         )
         # papermill records a notebook passed as an object whole, solutions and hidden checks
@@ -473,7 +517,6 @@ def _finish(
 
     folder.mkdir(parents=True, exist_ok=True)
     output = folder / f"{notebook.name}.ipynb"
-    partial = output.with_name(f".{notebook.name}.partial.ipynb")
     records = [
         {
             **r,
@@ -493,18 +536,16 @@ def _finish(
         "device": device_of(params),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    nbformat.write(executed, str(partial))
     _write_json(output.with_suffix(".verdicts.json"), records)
-    partial.replace(output)
+    with atomic_path(output) as partial:
+        nbformat.write(executed, str(partial))
     return RunResult(notebook.name, "executed", seconds, output, records)
 
 
 def _write_json(path: Path, payload) -> None:
     """Write JSON atomically (a reader never sees half a file) and canonically (sorted keys:
     the same bytes whichever executor ran it)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=1, sort_keys=True))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(payload, indent=1, sort_keys=True))
 
 
 def device_of(params: dict) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from ..atomic import atomic_path
 from ..report import KINDS, METADATA_KEY, OUTCOMES, outcome
 
 __all__ = [
@@ -494,10 +495,9 @@ def overview_figure(records: list[dict], book: list[Chapter], path: Path) -> Non
     ax.spines[["top", "right"]].set_visible(False)
     ax.legend(frameon=False, fontsize=9, loc="lower right")
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}")
-    fig.savefig(tmp, format="png", dpi=200)
+    with atomic_path(path) as partial:
+        fig.savefig(partial, format="png", dpi=200)
     plt.close(fig)
-    tmp.replace(path)
 
 
 def _label_lines(title: str, width: int = 44) -> str:

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from .. import __version__, provenance
+from ..atomic import write_atomic
 from ..report import KINDS, outcome
 from .scoreboard import chapters, table_cell
 
@@ -71,6 +72,4 @@ def status_markdown(root: Path, records: list[dict]) -> str:
 def write_status(root: Path, records: list[dict]) -> None:
     """book/executed/status.md, written atomically."""
     path = root / "book" / "executed" / "status.md"
-    tmp = path.with_name(".status.md")
-    tmp.write_text(status_markdown(root, records))
-    tmp.replace(path)
+    write_atomic(path, status_markdown(root, records))
