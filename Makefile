@@ -71,7 +71,7 @@ test: install browser
 # and `execution` mark the slow tiers; tests/conftest.py).
 check: install
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -m "not book and not execution"
+	$(BIN)/python -m pytest -n 2 -q -m "not book and not execution"
 
 # BOOK_ARGS: more options for `collapse book` (e.g. --repository https://github.com/ORG/REPO).
 # The whole-book PDF needs Chromium; without it (and not root) the book is built without one.

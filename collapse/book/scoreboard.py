@@ -424,9 +424,9 @@ def summary_markdown(records: list[dict], expectations: dict, book: list[Chapter
         ":alt: One bar per chapter, split into its claims that reproduced, did not reproduce"
         " or were inconclusive.",
         "",
-        "Every chapter's claims of the papers by outcome, grouped by paper; extensions and "
-        "sanity checks are left out. Green: reproduced; vermilion: not reproduced; orange: "
-        "inconclusive.",
+        "Every chapter's claims of the papers by outcome, under the paper they test; "
+        "extensions and sanity checks are left out. Green: reproduced; vermilion: not "
+        "reproduced; orange: inconclusive.",
         "```",
     ]
     part = None
@@ -473,8 +473,8 @@ def _chapter_row(chapter: Chapter, group: list[dict], expectations: dict) -> str
 
 
 def overview_figure(records: list[dict], book: list[Chapter], path: Path) -> None:
-    """Horizontal bars, one per chapter, of its claims by outcome, written to `path` (PNG,
-    drawn at the book's page width)."""
+    """Horizontal bars, one per chapter, of its claims by outcome, grouped under their paper,
+    written to `path` (PNG, drawn at the book's page width); the legend sits above the bars."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -483,18 +483,35 @@ def overview_figure(records: list[dict], book: list[Chapter], path: Path) -> Non
     rows = [
         (c, [r for r in g if r["kind"] in _PAPER_KINDS]) for c, g in _by_chapter(records, book)
     ]
-    fig, ax = plt.subplots(figsize=(6.6, 0.42 * len(rows) + 1.0), dpi=100)
-    y = list(range(len(rows)))[::-1]
+    parts = list(dict.fromkeys(c.part for c, _ in rows))
+    # top to bottom: a heading line per paper, then its chapters
+    y, at = {}, 0.0
+    for part in parts:
+        at -= 1.0  # the paper's heading
+        for c, _ in rows:
+            if c.part == part:
+                y[c.name] = at = at - 1.0
+        at -= 0.4
+    fig, ax = plt.subplots(figsize=(6.6, 0.42 * (len(rows) + len(parts)) + 1.2), dpi=100)
+    ys = [y[c.name] for c, _ in rows]
     left = [0] * len(rows)
     for result in OUTCOMES:
         widths = [sum(outcome(r) == result for r in g) for _, g in rows]
-        ax.barh(y, widths, left=left, color=_COLOURS[result], label=result.replace("-", " "))
+        ax.barh(ys, widths, left=left, color=_COLOURS[result], label=result.replace("-", " "))
         left = [a + b for a, b in zip(left, widths, strict=True)]
-    ax.set_yticks(y, [_label_lines(f"{c.number}. {c.title}") for c, _ in rows], fontsize=8.5)
+    for (_, g), row in zip(rows, ys, strict=True):
+        if not g:
+            ax.text(0.05, row, "no claim tested here", va="center", fontsize=8.5, color="0.4")
+    for part in parts:
+        first = max(y[c.name] for c, _ in rows if c.part == part)
+        ax.annotate(part, (0.01, first + 1.0), xycoords=("figure fraction", "data"),
+                    va="center", fontsize=9, fontweight="bold")  # fmt: skip
+    ax.set_yticks(ys, [_label_lines(f"{c.number}. {c.title}") for c, _ in rows], fontsize=8.5)
+    ax.set_ylim(min(ys) - 0.7, 0.2)
     ax.set_xlabel("claims of the papers (and stand-ins)", fontsize=10)
     ax.spines[["top", "right"]].set_visible(False)
-    ax.legend(frameon=False, fontsize=9, loc="lower right")
-    fig.tight_layout()
+    fig.legend(frameon=False, fontsize=9, ncol=3, loc="upper center")
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
     with atomic_path(path) as partial:
         fig.savefig(partial, format="png", dpi=200)
     plt.close(fig)
