@@ -26,6 +26,7 @@ __all__ = [
     "relative_range",
     "summary_by",
     "mean_interval",
+    "fall_ratios",
 ]
 
 
@@ -233,3 +234,38 @@ def mean_interval(values, level: float = 0.95) -> tuple[float, tuple[float, floa
     values = values[np.isfinite(values)]
     half = stats.t.ppf((1 + level) / 2, values.size - 1) * values.std(ddof=1) / values.size**0.5
     return values.mean(), (values.mean() - half, values.mean() + half)
+
+
+def fall_ratios(mu, *, cut: float = 1e-10, floor: float = 1e-17) -> np.ndarray:
+    """Ratios Delta_{t+1} / Delta_t of successive falls Delta_t = log mu_{t-1} - log mu_t, per
+    seed: about 1 when a collapse is exponential, growing (towards 2, 3...) when it is doubly
+    exponential.
+
+    Only pairs of positive falls that both end above cut * mu_0 count: below it float64
+    rounding, not the dynamics, sets the falls.
+
+    Parameters
+    ----------
+    mu : numpy.ndarray
+        (layers, seeds) values of mu, or (layers,) for one run.
+    cut : float
+        mu_t / mu_0 below this is treated as collapsed.
+    floor : float
+        Exact zeros (and anything below) are read as this before the log.
+
+    Returns
+    -------
+    numpy.ndarray
+        The ratios of every kept pair, the seeds pooled (1-d).
+
+    Examples
+    --------
+    >>> mu = np.exp(-np.array([[0.0], [1.0], [3.0], [7.0]]))  # falls 1, 2, 4
+    >>> [round(float(r), 9) for r in fall_ratios(mu)]
+    [2.0, 2.0]
+    """
+    log_mu = np.log(np.maximum(mu, floor))
+    falls = log_mu[:-1] - log_mu[1:]  # (layer, seed)
+    keep = (mu[1:] / mu[:1] > cut) & (falls > 0)
+    pairs = keep[:-1] & keep[1:]
+    return (falls[1:] / np.where(falls[:-1] > 0, falls[:-1], 1.0))[pairs]

@@ -49,6 +49,19 @@ __all__ = [
     "spectrum_sweep",
     "lambda_draws",
     "schedule",
+    "SPECTRUM_COLUMNS",
+    "CROSSOVER_COLUMNS",
+    "SLOPE_COLUMNS",
+    "spectra_figure",
+    "crossover_figure",
+    "schedule_figure",
+    "seed_runs",
+    "range_slopes",
+    "width_figure",
+    "depth_table",
+    "depth_figure",
+    "gradient_slopes_figure",
+    "worst_quotients",
 ]
 
 
@@ -302,3 +315,432 @@ def schedule(
         }
         rows.append(row | {f"above at T={T}": float(np.mean(star < T)) for T in T_values})
     return pd.DataFrame(rows)
+
+
+# Presentation: the tables and figures of the implicit-fixes chapter (14).
+
+SPECTRUM_COLUMNS = {
+    "top": r"$\sigma_1(M)$",
+    "gain": r"gain $\lVert Mu\rVert$",
+    "edge": "bulk edge",
+}
+CROSSOVER_COLUMNS = {
+    "kind": "scores",
+    "lam": r"$\lambda$",
+    "T* predicted": r"$T^*$ predicted",
+    "T* measured": r"$T^*$ measured",
+    "error": "relative error [95 %]",
+    "below T*/4": r"max $\sigma_1$/edge, $T \le T^*/4$",
+    "above 2T*": r"min $\sigma_1$/edge, $T \ge 2T^*$",
+    "n seeds": "seeds",
+}
+SLOPE_COLUMNS = {
+    "slope": "slope, every $T$",
+    "slope T <= T*": r"slope, $T \le T^*$",
+    "slope T >= 2T*": r"slope, $T \ge 2T^*$",
+}
+_KIND_LINES = {"markov": ("-", ""), "normal": ("--", ", key-query")}  # line style, name suffix
+
+
+def _plain_log_axis(axis) -> None:
+    """Plain numbers (not powers of ten) on a log axis, no minor labels."""
+    from matplotlib import ticker
+
+    axis.set_major_formatter(ticker.ScalarFormatter())
+    axis.set_minor_formatter(ticker.NullFormatter())
+
+
+def spectra_figure(median: pd.DataFrame, kinds: Mapping[str, str], curves: Mapping[str, dict]):
+    """sigma_1, sqrt(T) x bulk edge and their ratio against T, one row of three panels per kind
+    of scores: which maps keep an outlier above a bulk that shrinks like T^(-1/2).
+
+    Parameters
+    ----------
+    median : DataFrame
+        Indexed (attention, variant, T), columns "top", "edge", "ratio" (medians over seeds).
+    kinds : dict
+        {attention kind: its name}, one row of panels each, in order.
+    curves : dict
+        {variant: line keywords, "label" included}, the curves of every panel.
+
+    Returns
+    -------
+    Figure
+
+    Examples
+    --------
+    >>> index = pd.MultiIndex.from_product([["markov"], ["softmax"], [4, 16]])
+    >>> median = pd.DataFrame({"top": [1.0, 1.0], "edge": [1.0, 0.5], "ratio": [1.0, 2.0]}, index)
+    >>> fig = spectra_figure(median, {"markov": "Markov"}, {"softmax": {"label": "softmax"}})
+    >>> len(fig.axes), fig.axes[1].get_lines()[0].get_ydata().tolist()
+    (3, [2.0, 2.0])
+    """
+    from .plotting import panels, shared_legend
+
+    fig, axes = panels(3 * len(kinds), height=2.3)
+    for row, (kind, name) in enumerate(kinds.items()):
+        top, edge, ratio = axes[3 * row : 3 * row + 3]
+        for label, style in curves.items():
+            m = median.loc[(kind, label)]
+            top.plot(m.index, m["top"], **style)
+            edge.plot(m.index, m["edge"] * np.sqrt(m.index), **style)
+            ratio.plot(m.index, m["ratio"], **style)
+        top.set(yscale="log", ylabel=rf"{name}" + "\n" + r"$\sigma_1(M)$")
+        edge.set(ylabel=r"$\sqrt{T}\times$ bulk edge")
+        ratio.set(yscale="log", ylabel=r"$\sigma_1$ / bulk edge")
+        for ax in (top, edge, ratio):
+            ax.set(xscale="log", xlabel="tokens $T$" if row else None)
+            _plain_log_axis(ax.yaxis)
+    shared_legend(fig, ncol=3)
+    return fig
+
+
+def crossover_figure(median: pd.DataFrame, lams: Mapping[str, float],
+                     edge_constants: Mapping[str, float], curves: Mapping[str, dict]):
+    """Gain / edge and sigma_1 / edge of each fixed lam against T / T*, with sqrt(T / T*) and
+    the spike law 2x / sqrt(4x - 1) in black: every lam on the one curve the theory predicts.
+
+    Parameters
+    ----------
+    median : DataFrame
+        Indexed (attention, variant, T), columns "gain", "edge", "ratio".
+    lams : dict
+        {variant: its fixed lam}.
+    edge_constants : dict
+        {attention kind: c of its T*} ("markov" drawn solid, "normal" dashed).
+    curves : dict
+        {variant: line keywords with "color" and "label"}.
+
+    Returns
+    -------
+    Figure
+
+    Examples
+    --------
+    >>> index = pd.MultiIndex.from_product([["markov"], ["diff"], [40, 80]])
+    >>> median = pd.DataFrame({"gain": [0.2, 0.2], "edge": [0.4, 0.2], "ratio": [1.0, 1.5]}, index)
+    >>> style = {"diff": {"color": "C0", "label": "differential"}}
+    >>> fig = crossover_figure(median, {"diff": 0.8}, {"markov": 2.0}, style)
+    >>> fig.axes[0].get_lines()[1].get_ydata().tolist()
+    [0.5, 1.0]
+    """
+    from .plotting import panels, shared_legend
+
+    fig, (left, right) = panels(2, height=3.0)
+    x = np.geomspace(0.02, 60, 400)
+    left.plot(x, np.sqrt(x), color="k", lw=1, label="prediction")
+    spike = np.where(x > 0.5, 2 * x / np.sqrt(np.clip(4 * x - 1, 1e-9, None)), 1)
+    right.plot(x, spike, color="k", lw=1)
+    for kind, c in edge_constants.items():
+        ls, suffix = _KIND_LINES[kind]
+        for label, lam in lams.items():
+            m = median.loc[(kind, label)]
+            star = crossover(lam, c)
+            style = {"color": curves[label]["color"], "ls": ls, "marker": "o", "ms": 3}
+            left.plot(m.index / star, m["gain"] / m["edge"], label=curves[label]["label"] + suffix,
+                      **style)
+            right.plot(m.index / star, m["ratio"], **style)
+    for ax in (left, right):
+        ax.axvline(1, color="0.6", lw=0.8)
+        ax.set(xscale="log", yscale="log", xlabel=r"$T / T^*$")
+    left.set(ylabel="gain / bulk edge")
+    right.set(ylabel=r"$\sigma_1(M)$ / bulk edge")
+    shared_legend(fig, ncol=3)
+    return fig
+
+
+def schedule_figure(edge_constants: Mapping[str, float], names: Mapping[str, str], contexts,
+                    *, n_layers: int = 32, n_heads: int = 1000, seed: int = 0):
+    """T* at lam_init(l) layer by layer, with the 10 %-90 % range over heads drawn at
+    initialisation (`lambda_draws`) and grey lines at the `contexts`: where a layer's outlier
+    stands above its bulk at the context lengths of language models.
+
+    Parameters
+    ----------
+    edge_constants : dict
+        {attention kind: c of its T*} ("markov" drawn solid, "normal" dashed).
+    names : dict
+        {attention kind: its legend entry}.
+    contexts : list of int
+        The context lengths drawn as horizontal lines.
+
+    Returns
+    -------
+    Figure
+
+    Examples
+    --------
+    >>> fig = schedule_figure({"markov": 2.0}, {"markov": "Markov"}, [512], n_layers=3, n_heads=10)
+    >>> [round(float(v), 1) for v in fig.axes[0].get_lines()[0].get_ydata()]
+    [6.5, 10.8, 17.4]
+    """
+    import matplotlib.pyplot as plt
+
+    from .plotting import COLORS, PAGE_WIDTH
+
+    fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 3.2))
+    depth_axis = np.arange(1, n_layers + 1)
+    heads = [lambda_draws(int(layer), n_heads, seed=seed).numpy() for layer in depth_axis]
+    for kind, c in edge_constants.items():
+        ls = _KIND_LINES[kind][0]
+        stars = np.array([crossover(h, c) for h in heads])
+        lo, hi = np.percentile(stars, [10, 90], axis=1)
+        star = [crossover(lambda_init(int(layer)), c) for layer in depth_axis]
+        ax.plot(depth_axis, star, color=COLORS[3], ls=ls, label=names[kind])
+        ax.fill_between(depth_axis, lo, hi, color=COLORS[3], alpha=0.15, lw=0)
+    for T in contexts:
+        ax.axhline(T, color="0.6", lw=0.8)
+    ax.set(yscale="log", xlabel="layer $l$", ylabel=r"$T^*$ at $\lambda_{\mathrm{init}}(l)$")
+    ax.legend(loc="upper left")
+    return fig
+
+
+def seed_runs(width: pd.DataFrame, kind: str, label: str,
+              metric: str = "gram_stable_rank") -> pd.DataFrame:
+    """One map's metric in a width experiment (`gap.width_sweep` rows with an "attention"
+    column): one row per T, one column per seed.
+
+    Examples
+    --------
+    >>> width = pd.DataFrame({"attention": "markov", "variant": "softmax", "T": [8, 8, 16],
+    ...                       "seed": [0, 1, 0], "gram_stable_rank": [1.0, 2.0, 3.0]})
+    >>> seed_runs(width, "markov", "softmax").to_numpy().tolist()
+    [[1.0, 2.0], [3.0, nan]]
+    """
+    runs = width[(width["attention"] == kind) & (width["variant"] == label)]
+    return runs.pivot(index="T", columns="seed", values=metric)
+
+
+def range_slopes(runs: pd.DataFrame, ranges: Mapping[str, tuple[float, float]]) -> dict:
+    """The log-log slope in T of the mean over seeds, and the standard deviation of the seeds'
+    own slopes, over each range lo <= T <= hi: how fast a metric grows on either side of a
+    threshold, and how sure that is.
+
+    Parameters
+    ----------
+    runs : DataFrame
+        One row per T, one column per seed (`seed_runs`).
+    ranges : dict
+        {suffix: (lo, hi)}; the result has "slope<suffix>" and "spread<suffix>" (NaN when the
+        range holds fewer than 2 T).
+
+    Examples
+    --------
+    >>> runs = pd.DataFrame({0: [1.0, 2.0, 4.0], 1: [1.0, 2.0, 8.0]}, index=[1, 2, 4])
+    >>> {k: round(v, 3) for k, v in range_slopes(runs, {"": (0, 2), " all": (0, 4)}).items()}
+    {'slope': 1.0, 'spread': 0.0, 'slope all': 1.292, 'spread all': 0.354}
+    """
+    from . import fit
+
+    out = {}
+    for suffix, (lo, hi) in ranges.items():
+        part = runs[(runs.index >= lo) & (runs.index <= hi)]
+        if len(part) < 2:
+            out[f"slope{suffix}"], out[f"spread{suffix}"] = math.nan, math.nan
+            continue
+        each = fit.loglog_fit(part.index, part.to_numpy()).slope  # one slope per seed
+        out[f"slope{suffix}"] = fit.loglog_fit(part.index, part.mean(axis=1).to_numpy()).slope
+        out[f"spread{suffix}"] = float(np.std(each, ddof=1))
+    return out
+
+
+def width_figure(width: pd.DataFrame, kinds: Mapping[str, str], curves: Mapping[str, dict],
+                 lam: float, edge_constants: Mapping[str, float]):
+    """sr(X_1 X_1^T) after one layer against T, one panel per kind of scores, a +-1.96 std band
+    per map and grey lines at T* and 2 T* of `lam`: whether the rank grows while no outlier
+    stands above the bulk.
+
+    Parameters
+    ----------
+    width : DataFrame
+        `gap.width_sweep` rows at layer 1 with an "attention" column.
+    kinds : dict
+        {attention kind: panel title}.
+    curves : dict
+        {variant: band keywords, "label" included}.
+    lam, edge_constants
+        The differential map whose T* (with {kind: c}) the grey lines mark.
+
+    Returns
+    -------
+    Figure
+
+    Examples
+    --------
+    >>> width = pd.DataFrame({"attention": "markov", "variant": "softmax", "T": [8, 8, 16, 16],
+    ...                       "seed": [0, 1, 0, 1], "gram_stable_rank": [1.0, 1.0, 2.0, 2.0]})
+    >>> fig = width_figure(width, {"markov": "Markov"}, {"softmax": {"label": "softmax"}}, 0.8,
+    ...                    {"markov": 2.0})
+    >>> fig.axes[0].get_lines()[0].get_ydata().tolist(), fig.axes[0].get_title()
+    ([1.0, 2.0], 'Markov')
+    """
+    from .plotting import band, panels, shared_legend
+
+    fig, axes = panels(len(kinds), height=3.0)
+    for ax, (kind, title) in zip(axes, kinds.items(), strict=True):
+        for label, style in curves.items():
+            runs = seed_runs(width, kind, label)
+            band(ax, runs.index, runs.to_numpy(), width=1.96, **style)
+        star = crossover(lam, edge_constants[kind])
+        for line in (star, 2 * star):
+            ax.axvline(line, color="0.6", lw=0.8)
+        ax.set(xscale="log", yscale="log", xlabel="tokens $T$", title=title)
+    axes[0].set(ylabel=r"$\mathrm{sr}(X_1X_1^\top)$")
+    shared_legend(fig, ncol=3)
+    return fig
+
+
+def depth_table(runs: Mapping[tuple[str, str], np.ndarray], names: Mapping[str, str],
+                layers, title: str) -> pd.DataFrame:
+    """The mean sr(X_l X_l^T) over the runs at some depths, per map and module, and how many
+    runs reached X = 0 (sr = 0/0, NaN, left out of the mean): a depth experiment in a table.
+
+    Parameters
+    ----------
+    runs : dict
+        {(map, module suffix): (layers + 1, runs) array}.
+    names : dict
+        {map: its name}; a row is named "<name><module suffix>".
+    layers : list of int
+        The depths shown.
+    title : str
+        The header of the first column.
+
+    Examples
+    --------
+    >>> sr = np.array([[4.0, 4.0], [2.0, np.nan]])
+    >>> depth_table({("A", "+LN"): sr}, {"A": "$A$"}, [1], "map").to_dict("records")
+    [{'map': '$A$+LN', '$\\\\ell = 1$': 2.0, 'runs with $X = 0$': 1}]
+    """
+    rows = [
+        {title: names[label] + module}
+        | {rf"$\ell = {t}$": pd.Series(values[t]).mean() for t in layers}
+        | {"runs with $X = 0$": int(np.isnan(values).any(0).sum())}
+        for (label, module), values in runs.items()
+    ]
+    return pd.DataFrame(rows)
+
+
+def depth_figure(runs: Mapping[tuple[str, str], np.ndarray], curves: Mapping[str, dict]):
+    """sr(X_l X_l^T) against depth, one panel per module (two per row, shared y), a +-1.96 std
+    band per map: which maps collapse the tokens, whatever the modules.
+
+    Parameters
+    ----------
+    runs : dict
+        {(map, module suffix): (layers + 1, runs) array}, four modules ("" is bare).
+    curves : dict
+        {map: band keywords, "label" included}.
+
+    Returns
+    -------
+    Figure
+
+    Examples
+    --------
+    >>> sr = np.ones((3, 2))
+    >>> runs = {("A", m): sr for m in ("", "+LN", "+skip", "+skip+LN")}
+    >>> fig = depth_figure(runs, {"A": {"label": "$A$"}})
+    >>> [ax.get_title() for ax in fig.axes]
+    ['bare', 'LN', 'skip', 'skip+LN']
+    """
+    from .plotting import band, panels, shared_legend
+
+    modules = list(dict.fromkeys(module for _, module in runs))
+    fig, axes = panels(len(modules), height=2.4, ncols=2, sharey=True)
+    n_layers = len(next(iter(runs.values()))) - 1
+    layers_axis = np.arange(1, n_layers + 1)
+    for ax, module in zip(axes, modules, strict=True):
+        for label, style in curves.items():
+            band(ax, layers_axis, runs[(label, module)][1:], width=1.96, **style)
+        title = "bare" if not module else module.lstrip("+")
+        ax.set(yscale="log", title=title, xlabel=r"depth $\ell$")
+    for ax in axes[::2]:
+        ax.set(ylabel=r"$\mathrm{sr}(X_\ell X_\ell^\top)$")
+    shared_legend(fig, ncol=4)
+    return fig
+
+
+def gradient_slopes_figure(slopes: pd.DataFrame, kinds: Mapping[str, str],
+                           curves: Mapping[str, dict], modules: Mapping[str, str]):
+    """The gradient norm's log-log slope in T per map (a dot each) and module set (x axis), one
+    panel per kind of scores, with the reference L - 1 = 1: which maps steepen the gradients.
+
+    Parameters
+    ----------
+    slopes : DataFrame
+        Index the maps, columns (kind, variant).
+    kinds : dict
+        {attention kind: panel title}.
+    curves : dict
+        {map: keywords with "color" and "label"}, four maps or so (spread by 0.1 around
+        each module).
+    modules : dict
+        {variant: its tick label}, in order.
+
+    Returns
+    -------
+    Figure
+
+    Examples
+    --------
+    >>> slopes = pd.DataFrame({("markov", "plain"): [2.0]}, index=["softmax"])
+    >>> fig = gradient_slopes_figure(slopes, {"markov": "Markov"},
+    ...                              {"softmax": {"color": "C0", "label": "softmax"}},
+    ...                              {"plain": "bare"})
+    >>> fig.axes[0].get_lines()[0].get_ydata().tolist()
+    [2.0]
+    """
+    from .plotting import panels, shared_legend
+
+    fig, axes = panels(len(kinds), height=2.8, sharey=True)
+    positions = np.arange(len(modules))
+    for ax, (kind, title) in zip(axes, kinds.items(), strict=True):
+        for i, (label, style) in enumerate(curves.items()):
+            values = [slopes.loc[label, (kind, v)] for v in modules]
+            ax.plot(positions + 0.1 * (i - 1.5), values, "o", color=style["color"],
+                    label=style["label"])
+        ax.axhline(1, color="0.6", lw=0.8)
+        ax.set_xticks(positions, list(modules.values()))
+        ax.set(title=title, xlabel="module")
+    axes[0].set(ylabel=r"slope of $\log\|J\|_F^2$ in $\log T$")
+    shared_legend(fig, ncol=4)
+    return fig
+
+
+def worst_quotients(spectra: pd.DataFrame, labels, reference: str = "softmax",
+                    level: float = 0.95) -> dict:
+    """Each map's top / edge divided seed by seed by the reference map's on the same draw, at
+    the T where the median of that quotient is largest, with its `median_interval`: whether
+    a map shrinks the gap at every T, judged where it shrinks it least.
+
+    Parameters
+    ----------
+    spectra : DataFrame
+        `spectrum_sweep` rows (attention, variant, T, seed, ratio) holding the reference.
+    labels : list of str
+        The maps compared with the reference.
+
+    Returns
+    -------
+    dict
+        {(attention kind, map): (median, low, high)}, kinds in sorted order.
+
+    Examples
+    --------
+    >>> spectra = pd.DataFrame({"attention": "markov", "T": [8, 8, 8, 8],
+    ...                         "seed": [0, 0, 1, 1], "variant": ["softmax", "fix"] * 2,
+    ...                         "ratio": [4.0, 1.0, 2.0, 1.0]})
+    >>> worst_quotients(spectra, ["fix"])
+    {('markov', 'fix'): (0.375, 0.25, 0.5)}
+    """
+    by_seed = spectra.pivot_table(index=["attention", "T", "seed"], columns="variant",
+                                  values="ratio")
+    quotient = by_seed[list(labels)].div(by_seed[reference], axis=0)
+    by_T = quotient.groupby(["attention", "T"]).median()
+    return {
+        (kind, label): median_interval(quotient.loc[(kind, by_T.loc[kind, label].idxmax()), label],
+                                       level)
+        for kind in by_T.index.unique("attention")
+        for label in labels
+    }

@@ -65,7 +65,8 @@ class PretrainedModel:
 
         Examples
         --------
-        >>> model = PretrainedModel("org/tiny-bert (note)", "bert", Path("."), None, [], {}, None, 8)
+        >>> model = PretrainedModel("org/tiny-bert (note)", "bert", Path("."), None, [], {},
+        ...                         None, 8)
         >>> model.label
         'tiny-bert'
         """

@@ -15,7 +15,7 @@ import numpy as np
 
 __all__ = [
     "markdown", "show", "number", "tex", "math_cells", "span", "fraction", "by_mask", "glue_math",
-    "words", "glue_md", "glue_each", "sign_tuple",
+    "words", "glue_md", "glue_each", "sign_tuple", "value_and_interval",
 ]
 
 
@@ -248,3 +248,18 @@ def sign_tuple(signs) -> str:
     '$(-1, +1)$'
     """
     return "$(" + ", ".join(f"{int(x):+d}" for x in signs) + ")$"
+
+
+def value_and_interval(values, lows, highs) -> list[str]:
+    """Each value with its interval, 'value [low, high]', to 3 significant figures: an estimate
+    and its uncertainty in one column of a table.
+
+    Examples
+    --------
+    >>> value_and_interval([0.1234], [0.05], [float("nan")])
+    ['0.123 [0.05, –]']
+    """
+    return [
+        f"{number(v)} [{number(lo)}, {number(hi)}]"
+        for v, lo, hi in zip(values, lows, highs, strict=True)
+    ]

@@ -118,3 +118,23 @@ def test_every_chapter_has_a_cost_cell_that_grows_with_the_profile(profile):
         work = estimate.work(notebook, params)
         assert work.flops > 0 and work.peak_bytes > 0, notebook.name
         assert work.flops >= fast[notebook.name].flops, notebook.name
+
+
+def test_every_cost_cell_is_one_call_of_the_chapters_workload_formula():
+    """The cost cells come from one helper: `workloads.of(slug, globals())`, one formula per
+    chapter and none for a chapter that is gone."""
+    from collapse import workloads
+
+    project = runner.Project.find()
+    slugs = []
+    for notebook in project.notebooks().values():
+        slug = notebook.name[3:]
+        cells = notebook.source().cells
+        (cell,) = [c for c in cells if estimate.COST_TAG in c.metadata.get("tags", [])]
+        code = [line for line in cell.source.splitlines() if line and not line.startswith("#")]
+        assert code == [
+            "from collapse import workloads",
+            f'work = workloads.of("{slug}", globals())',
+        ], notebook.name
+        slugs.append(slug)
+    assert workloads.slugs() == sorted(slugs)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from ..cost import Work, dense_flops  # noqa: F401 (used by the formulas below)
-from . import formula  # noqa: F401
+from ..cost import Work, dense_flops
+from . import formula
 
 
 @formula("spectral-gap")

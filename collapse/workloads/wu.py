@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..cost import Work, grid_flops  # noqa: F401 (used by the formulas below)
-from . import formula  # noqa: F401
+from ..cost import Work, grid_flops
+from . import formula
 
 
 @formula("mask-radius")
