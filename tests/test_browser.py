@@ -400,10 +400,15 @@ def test_verdicts_come_first_at_a_glance(browsed):
     assert not problems, "\n".join(problems)
 
 
+# On a phone a figure is shown at least this wide (CSS px), in a box that scrolls sideways.
+PHONE_FIGURE = 560
+
+
 def test_figures_are_shown_at_their_drawn_size(browsed):
     """At 1280 px no figure is shrunk below 1/1.5 of the width it was drawn for (its text
-    would fall under ~9 px), and each links to its full-resolution image (how a phone reader
-    opens it full screen)."""
+    would fall under ~9 px); at 390 px a figure keeps PHONE_FIGURE px (or its drawn width),
+    so that its 9-10 pt text stays about 8 px or more; each links to its full-resolution
+    image."""
 
     def check(visit):
         for image in visit.seen["shown"]:
@@ -412,9 +417,12 @@ def test_figures_are_shown_at_their_drawn_size(browsed):
                     f"figure shown at {image['shown']:.0f} px of its {image['drawn']} px: "
                     f"{image['src'].rsplit('/', 1)[-1]}"
                 )
-        for image in visit.phone["shown"]:
-            if "_images/" in image["src"] and not image["linked"]:
-                yield f"figure not linked to its full image: {image['src'].rsplit('/', 1)[-1]}"
+        for image in (i for i in visit.phone["shown"] if "_images/" in i["src"]):
+            name = image["src"].rsplit("/", 1)[-1]
+            if not image["linked"]:
+                yield f"figure not linked to its full image: {name}"
+            if image["shown"] < min(image["drawn"], PHONE_FIGURE) - 1:
+                yield f"at 390 px figure shown at {image['shown']:.0f} px, text under 8 px: {name}"
 
     problems = browsed.problems(lambda v: list(check(v)))
     assert not problems, problems
