@@ -61,11 +61,12 @@ browser:
 	  fi; \
 	fi
 
-# Two workers: one builds the fast book and runs the tests that read it (one xdist group),
-# the other runs the rest meanwhile; the 25 slowest tests are listed at the end.
+# Two workers, a test module on one of them: one builds the fast book first while the other
+# runs the rest, then both run the tests that read it (tests/conftest.py orders them); the 25
+# slowest tests are listed at the end.
 test: install browser
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=25
+	$(BIN)/python -m pytest -n 2 --dist loadscope --durations=25
 
 # The quick loop for contributors: no notebook executed, no book built (pytest markers `book`
 # and `execution` mark the slow tiers; tests/conftest.py).

@@ -1,5 +1,6 @@
 """Shared fixtures: seeded generators, and one fast-profile build of the whole book."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,16 +19,34 @@ BOOK_FIXTURES = {"fast_book", "site", "browsed", "printed", "student"}
 EXECUTION_FIXTURES = {"toy", "chapter_class", "lab", "dask", "small_book"}
 
 
-def pytest_collection_modifyitems(config, items):
-    grouped = config.pluginmanager.hasplugin("xdist")
+def pytest_collection_modifyitems(items):
+    """Mark the slow tiers; then order the tests for `make test`'s two workers (-n 2 --dist
+    loadscope: a module runs on one worker): test_book first, so that one worker starts
+    building the fast book at once, the other modules that read it last, so that the other
+    worker runs the rest meanwhile and both then share the one build (`fast_book`)."""
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         if used & BOOK_FIXTURES:
             item.add_marker(pytest.mark.book)
-            if grouped:  # `make test` (-n 2 --dist loadgroup): one worker builds the book once
-                item.add_marker(pytest.mark.xdist_group("book"))
         if used & EXECUTION_FIXTURES:
             item.add_marker(pytest.mark.execution)
+
+    def module(item):
+        return getattr(getattr(item, "module", None), "__name__", "")
+
+    reading = {module(item) for item in items if item.get_closest_marker("book")}
+    first = "test_book"
+    items.sort(key=lambda item: 0 if module(item) == first else 1 + (module(item) in reading))
+
+
+@pytest.fixture(autouse=True)
+def _no_ipython_shell_left():
+    """A test that glues a value (myst_nb starts an IPython shell) leaves no shell behind: the
+    library would take the next test for a notebook and display rather than print."""
+    yield
+    shell = sys.modules.get("IPython.core.interactiveshell")
+    if shell is not None and shell.InteractiveShell.initialized():
+        shell.InteractiveShell.clear_instance()
 
 
 @pytest.fixture
@@ -37,6 +56,7 @@ def gen():
 
 def copy_sources(target: Path) -> Path:
     """The book's sources (no executed outputs, no build) in a scratch project folder."""
+    target.mkdir(parents=True, exist_ok=True)
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy(ROOT / name, target / name)
     shutil.copytree(ROOT / "book", target / "book", ignore=shutil.ignore_patterns("executed"))
@@ -120,12 +140,25 @@ def fast_book_command(root: Path) -> list[str]:
 @pytest.fixture(scope="session")
 def fast_book(tmp_path_factory):
     """`collapse book --profile fast` on a copy of the sources, offline where possible: every
-    notebook executed, then built.
+    notebook executed, then built. Under pytest-xdist the workers share one build: the first to
+    ask builds it, holding a lock the others wait on.
     """
-    root = copy_sources(tmp_path_factory.mktemp("project"))
-    command = without_network(fast_book_command(root))
-    result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-    return root, result
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker's basetemp; their parent is the run's
+        shared = shared.parent
+    folder = shared / "fast-book"
+    with FileLock(f"{folder}.lock"):
+        done = folder / "result.json"
+        if not done.is_file():
+            root = copy_sources(Path(folder / "project"))
+            command = without_network(fast_book_command(root))
+            run = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+            kept = {k: getattr(run, k) for k in ("args", "returncode", "stdout", "stderr")}
+            done.write_text(json.dumps(kept))
+        kept = json.loads(done.read_text())
+    return folder / "project", subprocess.CompletedProcess(**kept)
 
 
 def built_book_root(request) -> Path:

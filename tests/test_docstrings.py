@@ -23,11 +23,7 @@ MODULES = [
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples_run(name):
-    from IPython.core.interactiveshell import InteractiveShell
-
     module = importlib.import_module(name)
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     result = doctest.testmod(module, optionflags=flags, verbose=False)
-    if InteractiveShell.initialized():  # myst_nb's glue starts one: later tests expect none
-        InteractiveShell.clear_instance()
     assert result.failed == 0, f"{name}: {result.failed} of {result.attempted} examples failed"

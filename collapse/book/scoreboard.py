@@ -492,7 +492,9 @@ def overview_figure(records: list[dict], book: list[Chapter], path: Path) -> Non
             if c.part == part:
                 y[c.name] = at = at - 1.0
         at -= 0.4
-    fig, ax = plt.subplots(figsize=(6.6, 0.42 * (len(rows) + len(parts)) + 1.2), dpi=100)
+    height = 0.42 * (len(rows) + len(parts)) + 1.2
+    fig, ax = plt.subplots(figsize=(6.6, height), dpi=100, layout="tight")
+    fig.get_layout_engine().set(rect=(0, 0, 1, 1 - 0.35 / height))  # room for the legend
     ys = [y[c.name] for c, _ in rows]
     left = [0] * len(rows)
     for result in OUTCOMES:
@@ -511,7 +513,6 @@ def overview_figure(records: list[dict], book: list[Chapter], path: Path) -> Non
     ax.set_xlabel("claims of the papers (and stand-ins)", fontsize=10)
     ax.spines[["top", "right"]].set_visible(False)
     fig.legend(frameon=False, fontsize=9, ncol=3, loc="upper center")
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
     with atomic_path(path) as partial:
         fig.savefig(partial, format="png", dpi=200)
     plt.close(fig)
