@@ -1,7 +1,8 @@
 """Counts of the chapters' code: what a reader scrolls past and what should live in the library.
 
 Run as a script for the table (``python tests/chapter_code.py``); tests/test_notebook_code.py
-holds the chapters to it.
+holds the chapters to it. The Verdicts sections' code is counted apart from the hidden
+machinery: it states each test and is folded under the verdict the book draws with its quote.
 """
 
 import ast
@@ -17,14 +18,16 @@ LONG_FUNCTION = 10
 
 
 def code_cells(path):
-    """The chapter's code cells as (source lines without blanks, tags)."""
-    cells = jupytext.read(path).cells
-    return [
-        ([line for line in cell.source.splitlines() if line.strip()],
-         cell.metadata.get("tags", []))
-        for cell in cells
-        if cell.cell_type == "code"
-    ]
+    """The chapter's code cells as (source lines without blanks, tags, the ``##`` section)."""
+    found, section = [], ""
+    for cell in jupytext.read(path).cells:
+        if cell.cell_type == "markdown":
+            headings = [line for line in cell.source.splitlines() if line.startswith("## ")]
+            section = headings[-1][3:].strip() if headings else section
+        elif cell.cell_type == "code":
+            source = [line for line in cell.source.splitlines() if line.strip()]
+            found.append((source, cell.metadata.get("tags", []), section))
+    return found
 
 
 def functions(source):
@@ -41,14 +44,18 @@ def functions(source):
 
 def stats(chapters=CHAPTERS):
     """Totals over the chapters and the names defined in more than one."""
-    total = hidden = longest = 0
+    total = hidden = verdicts = longest = 0
     longest_at = ""
-    long_functions = []
+    long_functions, unfolded_verdicts = [], []
     defined = defaultdict(set)
     for path in chapters:
-        for source, tags in code_cells(path):
+        for source, tags, section in code_cells(path):
             total += len(source)
-            if any(tag in HIDDEN for tag in tags):
+            if section == "Verdicts":
+                verdicts += len(source)
+                if not any(tag in HIDDEN for tag in tags):
+                    unfolded_verdicts.append(f"{path.stem}: {source[0]}")
+            elif any(tag in HIDDEN for tag in tags):
                 hidden += len(source)
             if len(source) > longest:
                 longest, longest_at = len(source), path.stem
@@ -60,6 +67,8 @@ def stats(chapters=CHAPTERS):
     return {
         "code_lines": total,
         "hidden_code_lines": hidden,
+        "verdict_code_lines": verdicts,
+        "unfolded_verdict_cells": unfolded_verdicts,
         "long_functions": sorted(long_functions),
         "shared_helpers": shared,
         "longest_cell": (longest, longest_at),
@@ -69,7 +78,8 @@ def stats(chapters=CHAPTERS):
 if __name__ == "__main__":
     counts = stats()
     print(f"code lines (non-blank):            {counts['code_lines']}")
-    print(f"  in hidden cells:                 {counts['hidden_code_lines']}")
+    print(f"  in hidden cells (machinery):     {counts['hidden_code_lines']}")
+    print(f"  in the Verdicts sections:        {counts['verdict_code_lines']}")
     print(f"functions over {LONG_FUNCTION} lines:           {len(counts['long_functions'])}")
     for chapter, name, size in counts["long_functions"]:
         print(f"    {chapter} {name}: {size}")

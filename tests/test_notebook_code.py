@@ -25,14 +25,15 @@ def test_chapter_code_is_ruff_clean(path, tmp_path):
 
 
 # Half of the hidden-cell code lines before the chapters' machinery moved to the library
-# (4,877 non-blank lines, counted by tests/chapter_code.py on 3 December 2026).
+# (4,877 non-blank lines outside the Verdicts sections, counted by tests/chapter_code.py on
+# 3 December 2026).
 HIDDEN_CODE_CEILING = 4877 // 2
 LONGEST_FUNCTION = 12  # non-blank lines with its def line and docstring: "about ten"
 
 
 def test_chapters_keep_their_machinery_in_the_library():
-    """No helper defined in two chapters, no long chapter function, and the code folded out
-    of the reader's way at most half of what it was."""
+    """No helper defined in two chapters, no long chapter function, the code folded out of the
+    reader's way at most half of what it was, and every verdict's code folded under it."""
     from chapter_code import stats
 
     counts = stats()
@@ -40,3 +41,4 @@ def test_chapters_keep_their_machinery_in_the_library():
     long = [f for f in counts["long_functions"] if f[2] > LONGEST_FUNCTION]
     assert not long, long
     assert counts["hidden_code_lines"] <= HIDDEN_CODE_CEILING, counts["hidden_code_lines"]
+    assert not counts["unfolded_verdict_cells"], counts["unfolded_verdict_cells"]
