@@ -3,12 +3,18 @@
 #   make test  - set up .venv, run ruff and every test
 #   make check - ruff and the tests that execute no notebook and build no book (the quick loop)
 #   make lab   - JupyterLab on 127.0.0.1 with the MyST chapters opening as notebooks
-# torch is pinned to the CPU wheel in the install step; pyproject.toml keeps a range.
+#   make lock  - re-resolve requirements/lock.txt (pip-tools, hashes) from pyproject.toml
+# The install step installs the lock (requirements/install.py); torch's build comes from
+# TORCH: cpu (default: PyTorch's CPU index on Linux when it answers) or cuda (PyPI's build).
+# pyproject.toml keeps ranges, for a user's own environment.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# The torch build: TORCH=cuda once (make install TORCH=cuda) and later commands keep it.
+TORCH  ?= $(shell cat $(VENV)/.torch 2>/dev/null || echo cpu)
+STAMP  := $(VENV)/.installed-$(TORCH)
+LOCK   := requirements/lock.txt
 SHELL  := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 
@@ -19,22 +25,20 @@ CFFCONVERT := $(VENV)/cffconvert/bin/cffconvert
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: install test check book bench clean browser lab
+.PHONY: install test check book bench clean browser lab lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e ".[book,test,pretrained,lab,pdf]"
+$(STAMP): pyproject.toml $(LOCK) requirements/torch.txt requirements/install.py | $(BIN)/python
+	rm -f $(VENV)/.installed-*
+	$(BIN)/python requirements/install.py --torch $(TORCH)
+	echo $(TORCH) > $(VENV)/.torch
 	touch $(STAMP)
 
-# The book's local MathJax (npm registry, pinned and checked; git-ignored), so it reads offline.
+# The book's local MathJax, copied from the PyPI package sphinx-mathjax-offline (pinned and
+# checked; git-ignored), so the book reads offline.
 $(MATHJAX): collapse/book/mathjax.py | $(STAMP)
-	@if ! command -v npm >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  echo "installing npm (apt-get) to fetch MathJax"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; \
-	fi
 	$(BIN)/python -m collapse.book.mathjax
 	touch $@
 
@@ -92,6 +96,14 @@ bench: install
 	$(BIN)/python benchmarks/spectra.py
 	$(BIN)/python benchmarks/chunked_resume.py
 	$(BIN)/python benchmarks/notebook_times.py
+
+# For CPython 3.11 on Linux x86-64 (where CI, Binder and the book run); torch's own line is
+# left out (requirements/torch.txt pins it by version: its hash depends on the build).
+lock: | $(BIN)/python
+	$(BIN)/python -m pip install --quiet pip-tools==7.6.2
+	$(BIN)/pip-compile pyproject.toml --quiet --extra book --extra test --extra pretrained \
+	  --extra lab --extra pdf --generate-hashes --strip-extras --unsafe-package torch \
+	  -c requirements/torch.txt --no-emit-find-links --no-emit-index-url -o $(LOCK)
 
 clean:
 	rm -rf _build book/executed

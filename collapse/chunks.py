@@ -31,12 +31,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from tqdm import tqdm
 
 from . import provenance
 from . import sweep as _sweep
 from .atomic import atomic_path, write_atomic
 from .book.executors import LocalExecutor
+from .book.progress import bar as progress_bar
 from .checks import ParameterError
 from .cost import grid_flops
 from .san import SANConfig
@@ -215,13 +215,8 @@ def sweep(
             file=sys.stderr,
             flush=True,
         )
-    with tqdm(
-        total=total,
-        unit="FLOP",
-        unit_scale=True,
-        desc="sweep",
-        disable=not (progress and pending),
-        file=sys.stderr,
+    with progress_bar(
+        total=total, unit="FLOP", unit_scale=True, desc="sweep", shown=progress and bool(pending)
     ) as bar:
         items = (
             args(grid.X0[grid.jobs[i].start : grid.jobs[i].stop], grid.jobs[i]) for i in pending

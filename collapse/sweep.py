@@ -26,11 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import torch
-from tqdm import tqdm
 
 from . import metrics as _metrics
 from . import rng
 from .attention import temperature_scale
+from .book.progress import bar as progress_bar
 from .checks import ParameterError, check_float, check_int
 from .masks import as_sequence
 from .san import SANConfig, apply_layer, init_layers
@@ -166,7 +166,7 @@ def run_job(
         (c for c in job.group.values() if c.variant == "full"), next(iter(job.group.values()))
     )
     layers = init_layers(drawer, job.seed, dtype=X.dtype, device=X.device)
-    bar = tqdm(layers, total=drawer.n_layers, desc="layers", disable=not progress, leave=False)
+    bar = progress_bar(layers, shown=progress, total=drawer.n_layers, desc="layers", leave=False)
     workspace = {}  # one projection buffer for every layer and config (san.self_attention)
     for layer, w in enumerate(bar):
         layer_mask = mask[layer % len(mask)]
@@ -237,7 +237,7 @@ def sweep(
     """
     grid = plan(X0, configs, masks, d_qk=d_qk, metrics=metrics, seed=seed, batch_size=batch_size)
     frames = []
-    for job in tqdm(grid.jobs, desc="sweep", disable=not progress):
+    for job in progress_bar(grid.jobs, shown=progress, desc="sweep"):
         frames += job_frames(
             grid, job, run_job(grid.X0[job.start : job.stop], job, grid.mask, grid.names, progress)
         )

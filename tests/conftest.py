@@ -62,6 +62,9 @@ def copy_sources(target: Path) -> Path:
     shutil.copytree(ROOT / "book", target / "book", ignore=shutil.ignore_patterns("executed"))
     shutil.copytree(ROOT / "notebooks", target / "notebooks")
     shutil.copytree(ROOT / "binder", target / "binder")
+    # the lock and torch's pin: the published binder/ inlines them (collapse.book.launch)
+    shutil.copytree(ROOT / "requirements", target / "requirements",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     return target
 
 

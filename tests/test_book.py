@@ -156,9 +156,12 @@ def test_every_chapter_launches_its_published_notebook_on_colab_and_binder(fast_
         assert "remove-cell" in first["metadata"]["tags"], name
         assert f"{REPOSITORY}@" in "".join(first["source"]), name  # installs when missing
         assert '<link rel="canonical" href="https://example-org.github.io/rank-collapse/' in page
-    requirements = (site / "binder" / "requirements.txt").read_text().splitlines()
-    assert "torch==2.13.0+cpu" in requirements
-    assert f"collapse[pretrained] @ git+{REPOSITORY}@main" in requirements  # not a git checkout
+    assert any(
+        line.startswith("numpy==")
+        for line in (site / "binder" / "requirements.txt").read_text().splitlines()
+    )
+    postbuild = (site / "binder" / "postBuild").read_text()
+    assert f"'rank-collapse[pretrained] @ git+{REPOSITORY}@main'" in postbuild  # not a checkout
 
 
 def test_every_figure_offers_its_data_beside_it(fast_book):

@@ -55,12 +55,26 @@ def test_the_cli_refuses_a_bad_repository_before_running_anything(tmp_path):
     ]
 
 
-def test_binder_gets_the_repository_requirements_and_the_library_at_its_commit(tmp_path):
+def test_binder_gets_the_lock_and_the_library_at_its_commit(tmp_path):
     spec = launch.package_spec("https://github.com/org/repo", "0123abc")
     target = launch.write_binder(tmp_path, ROOT / "binder" / "requirements.txt", spec)
     lines = target.read_text().splitlines()
-    assert lines[-1] == "collapse[pretrained] @ git+https://github.com/org/repo@0123abc"
-    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in lines
-    assert "torch==2.13.0+cpu" in lines
-    assert not any(line.startswith("#") for line in lines[1:])
-    assert sorted(p.name for p in target.parent.iterdir()) == ["requirements.txt"]
+    lock = (ROOT / "requirements" / "lock.txt").read_text().splitlines()
+    assert lines[1:] == [x for x in lock if x.strip() and not x.lstrip().startswith("#")]
+    assert any(line.startswith("numpy==") for line in lines)
+    assert not any(line.startswith("-r ") for line in lines)  # inlined: the site has no lock
+    script = (target.parent / "postBuild").read_text()
+    assert spec == "rank-collapse[pretrained] @ git+https://github.com/org/repo@0123abc"
+    assert f"--no-deps '{spec}'" in script
+    assert "--index-url https://download.pytorch.org/whl/cpu 'torch==2.13.0'" in script
+    assert (target.parent / "postBuild").stat().st_mode & 0o111
+    assert (target.parent / "runtime.txt").read_text() == "python-3.11\n"
+    assert sorted(p.name for p in target.parent.iterdir()) == [
+        "postBuild", "requirements.txt", "runtime.txt"]
+
+
+def test_the_repositorys_binder_is_the_published_one_for_this_checkout():
+    torch_pin = (ROOT / "requirements" / "torch.txt").read_text().split()[0]
+    assert (ROOT / "binder" / "postBuild").read_text() == launch.postbuild(".", torch_pin)
+    assert (ROOT / "binder" / "runtime.txt").read_text() == launch.RUNTIME
+    assert "-r ../requirements/lock.txt" in (ROOT / "binder" / "requirements.txt").read_text()

@@ -1,12 +1,13 @@
 """The science library apart from the book tooling: a light import, and a command that says
 what it needs."""
 
+import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 import torch
 
 import collapse.book
@@ -44,7 +45,7 @@ def test_the_command_names_the_missing_extra(monkeypatch, capsys):
     err = capsys.readouterr().err.strip()
     assert err == (
         "collapse: error: the command needs the book extra (papermill missing): "
-        "pip install 'collapse[book]'"
+        "pip install 'rank-collapse[book]'"
     )
 
 
@@ -86,3 +87,43 @@ def test_use_threads_as_a_call_and_as_a_block():
     assert torch.get_num_threads() == other
     held.restore()
     assert torch.get_num_threads() == before
+
+
+def test_the_install_is_what_the_readme_and_the_lock_say():
+    """One distribution name, the Python claimed, every extra in the lock and in conda's file,
+    every pin of the lock hashed, and torch out of it (pinned by version alone)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == "rank-collapse"
+    assert project["requires-python"] == ">=3.11"
+    lock = (ROOT / "requirements" / "lock.txt").read_text()
+    pins = dict(
+        line.split(" ")[0].split("==")
+        for line in lock.splitlines()
+        if line and not line[0].isspace() and not line.startswith("#")
+    )
+    assert "torch" not in pins and "nvidia-cudnn-cu12" not in pins
+    assert lock.count("--hash=sha256:") >= len(pins) > 100
+    extras = installer_extras()
+    wanted = list(project["dependencies"])
+    for extra in extras:
+        wanted += project["optional-dependencies"][extra]
+    names = {re.split(r"[<>=\[ ;]", d)[0].lower() for d in wanted} - {"torch"}
+    assert names <= {name.lower() for name in pins}, names - set(pins)
+    assert f"-e .[{','.join(extras)}]" in (ROOT / "environment.yml").read_text()
+    make_lock = (ROOT / "Makefile").read_text().split("\nlock:")[1].split("\n\n")[0]
+    assert sorted(re.findall(r"--extra (\w+)", make_lock)) == sorted(extras)
+    assert (ROOT / "requirements" / "torch.txt").read_text().split() == ["torch==2.13.0"]
+
+
+def installer_extras() -> list[str]:
+    """The extras requirements/install.py installs (and the lock was resolved for)."""
+    source = (ROOT / "requirements" / "install.py").read_text()
+    return re.search(r'^EXTRAS = "([^"]+)"', source, re.M).group(1).split(",")
+
+
+def test_nothing_in_the_install_needs_npm():
+    """MathJax comes from PyPI (collapse.book.mathjax): neither command may call npm."""
+    for path in ("Makefile", "requirements/install.py"):
+        assert "npm" not in (ROOT / path).read_text(), path
+    mathjax = (ROOT / "collapse" / "book" / "mathjax.py").read_text()
+    assert '"npm"' not in mathjax and "npm pack" not in mathjax

@@ -1,21 +1,21 @@
-"""The book's local MathJax: fetched once from the npm registry, kept small, the only MathJax a
-page loads.
+"""The book's local MathJax: copied from the PyPI package sphinx-mathjax-offline, kept small,
+checked against pinned digests, the only MathJax a page loads.
 
-Offline-safe: nothing here downloads. The unpacking is tested on a small tarball made here;
-the real copy is the one `make install` fetched into book/_static/mathjax.
+Offline-safe: nothing here downloads. The copy is made from the installed package (the `book`
+extra) into tmp_path, and refused from a package copied here and then changed; the project's
+own copy is the one `make install` made in book/_static/mathjax.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.metadata
 import importlib.util
-import io
 import re
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,95 +27,124 @@ from collapse.checks import ParameterError
 
 ROOT = Path(__file__).resolve().parents[1]
 FETCH = "run `make install` or `python -m collapse.book.mathjax`"
-KEPT = {
-    "package/LICENSE": "LICENSE",
-    "package/es5/tex-chtml.js": "tex-chtml.js",
-    "package/es5/input/tex/extensions/boldsymbol.js": "input/tex/extensions/boldsymbol.js",
-    "package/es5/output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff": (
-        "output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff"
-    ),
-}
-DROPPED = [
-    "package/README.md",
-    "package/es5/tex-svg.js",
-    "package/es5/sre/mathmaps/en.json",
-    "package/es5/input/tex/extensions/sub/x.js",
-]
+PACKAGE = importlib.metadata.distribution("sphinx-mathjax-offline")
+SOURCE = Path(PACKAGE.locate_file("sphinx-mathjax-offline/static/mathjax"))
+FOLDERS = ("input/tex/extensions", "output/chtml/fonts/woff-v2")
 
 
-def make_tarball(path: Path, members) -> str:
-    """An npm-style tarball holding `members` (each file's content is its name); returns
-    its sha512 integrity.
+def renderer_files() -> dict[str, Path]:
+    """What the TeX-to-HTML renderer loads, by path inside the copy, and the package's file."""
+    files = {"tex-chtml.js": SOURCE / "tex-chtml.js"}
+    for top in FOLDERS:
+        files.update({f"{top}/{p.name}": p for p in (SOURCE / top).iterdir() if p.is_file()})
+    return files
+
+
+def files_in(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+
+
+def fake_package(site: Path, relative: str | None = None, *, record: bool = False):
+    """A copy of the installed package's renderer files and metadata under `site`, with one
+    byte of `relative` changed (and its RECORD line made to match when `record`).
     """
-    with tarfile.open(path, "w:gz") as archive:
-        for name in members:
-            data = name.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return "sha512-" + base64.b64encode(hashlib.sha512(path.read_bytes()).digest()).decode()
+    info = Path(PACKAGE.locate_file(f"sphinx_mathjax_offline-{PACKAGE.version}.dist-info"))
+    shutil.copytree(info, site / info.name)
+    mathjax_folder = site / "sphinx-mathjax-offline" / "static" / "mathjax"
+    for name, path in renderer_files().items():
+        (mathjax_folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, mathjax_folder / name)
+    if relative is not None:
+        changed = mathjax_folder / relative
+        data = bytearray(changed.read_bytes())
+        data[len(data) // 2] ^= 1
+        changed.write_bytes(bytes(data))
+        if record:
+            fake = importlib.metadata.Distribution.at(site / info.name)
+            entry = next(e for e in fake.files if e.as_posix().endswith("/mathjax/" + relative))
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            lines = (site / info.name / "RECORD").read_text()
+            (site / info.name / "RECORD").write_text(
+                lines.replace(entry.hash.value, digest.decode())
+            )
+    return importlib.metadata.Distribution.at(site / info.name)
 
 
 def test_only_what_the_renderer_needs_is_kept(tmp_path):
-    tarball = tmp_path / "mathjax.tgz"
-    integrity = make_tarball(tarball, [*KEPT, *DROPPED])
-    folder = tmp_path / "book" / "_static" / "mathjax"
-    mathjax.install_from(tarball, folder, integrity)
-    files = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
-    assert files == {*KEPT.values(), "VERSION"}
-    assert (folder / "tex-chtml.js").read_text() == "package/es5/tex-chtml.js"
+    folder = mathjax.fetch(tmp_path)
+    assert files_in(folder) == {*renderer_files(), "LICENSE", "VERSION"}
+    assert "input/tex/extensions/boldsymbol.js" in renderer_files()
+    assert len(list((folder / "output/chtml/fonts/woff-v2").glob("*.woff"))) >= 20
+    assert (SOURCE / "tex-svg.js").is_file() and (SOURCE / "sre").is_dir()  # left behind
+    assert sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) < 3e6
     assert mathjax.is_installed(folder)
-    assert [p.name for p in folder.parent.iterdir()] == [
-        "mathjax"
-    ]  # no partial folder left behind
+    assert [p.name for p in folder.parent.iterdir()] == ["mathjax"]  # no partial folder left
+    notice = (folder / "LICENSE").read_text()
+    assert "MathJax 3.2.2" in notice and "Apache License, Version 2.0" in notice
+    assert f"sphinx-mathjax-offline {PACKAGE.version}" in notice
 
 
-def test_a_tarball_that_is_not_the_pinned_one_is_refused(tmp_path):
-    tarball = tmp_path / "mathjax.tgz"
-    make_tarball(tarball, KEPT)
+def test_the_copy_is_the_package_files_unchanged(tmp_path):
+    folder = mathjax.fetch(tmp_path)
+    for name, path in renderer_files().items():
+        assert (folder / name).read_bytes() == path.read_bytes(), name
+
+
+def test_a_file_changed_in_the_package_is_refused_by_name(tmp_path):
+    package = fake_package(tmp_path / "site", "input/tex/extensions/boldsymbol.js")
     folder = tmp_path / "mathjax"
     folder.mkdir()
     (folder / "tex-chtml.js").write_text("the copy already there")
-    with pytest.raises(mathjax.MathJaxError, match="expected the pinned"):
-        mathjax.install_from(tarball, folder)  # the pinned integrity of the real release
+    changed = tmp_path / "site/sphinx-mathjax-offline/static/mathjax/input/tex/extensions"
+    with pytest.raises(mathjax.MathJaxError) as raised:
+        mathjax.install_from(package, folder)
+    assert str(raised.value).startswith(f"{changed / 'boldsymbol.js'} does not match its sha256")
+    assert "\n" not in str(raised.value)
     assert (folder / "tex-chtml.js").read_text() == "the copy already there"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mathjax", "site"]  # no partial left
 
 
-def test_a_tarball_without_the_renderer_is_refused(tmp_path):
-    tarball = tmp_path / "mathjax.tgz"
-    integrity = make_tarball(tarball, ["package/LICENSE", "package/es5/tex-svg.js"])
-    with pytest.raises(mathjax.MathJaxError, match="not a MathJax 3 release"):
-        mathjax.install_from(tarball, tmp_path / "mathjax", integrity)
-    assert list(tmp_path.iterdir()) == [tarball]
+@pytest.mark.parametrize(
+    "relative, message",
+    [
+        ("tex-chtml.js", r"/tex-chtml\.js is not MathJax 3\.2\.2's"),
+        (
+            "output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff",
+            r"the TeX extensions or fonts in \S+ are not MathJax 3\.2\.2's",
+        ),
+    ],
+)
+def test_another_release_is_refused_by_the_pins(tmp_path, relative, message):
+    """A package whose RECORD agrees with its files, but not with the pinned digests."""
+    package = fake_package(tmp_path / "site", relative, record=True)
+    with pytest.raises(mathjax.MathJaxError, match=message):
+        mathjax.install_from(package, tmp_path / "mathjax")
+    assert not (tmp_path / "mathjax").exists()
 
 
-def test_fetching_needs_npm_only_when_the_copy_is_missing(tmp_path, monkeypatch, capsys):
+def test_a_missing_package_is_named_in_one_line(tmp_path, monkeypatch, capsys):
     """`python -m collapse.book.mathjax` (its main, in this process: a subprocess would spend
     seconds importing torch).
     """
-    monkeypatch.setenv("PATH", str(tmp_path / "no-npm-here"))
-    assert mathjax.main(["--root", str(tmp_path)]) == 1
-    expected = (
-        "collapse.book.mathjax: error: npm not found: install Node.js and npm "
-        f"to fetch mathjax@{mathjax.VERSION} from the npm registry"
-    )
-    assert capsys.readouterr().err.strip().splitlines() == [expected]
-    tarball = tmp_path / "mathjax.tgz"
-    mathjax.install_from(tarball, tmp_path / mathjax.FOLDER, make_tarball(tarball, KEPT))
+    with monkeypatch.context() as patch:
+        patch.setattr(sys, "path", [str(tmp_path / "no-packages-here")])
+        assert mathjax.main(["--root", str(tmp_path)]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "collapse.book.mathjax: error: sphinx-mathjax-offline is not installed: "
+        "pip install sphinx-mathjax-offline==0.0.2 (or make install)"
+    ]
+    assert mathjax.main(["--root", str(tmp_path)]) == 0
+    assert "copied into" in capsys.readouterr().out
     assert mathjax.main(["--root", str(tmp_path)]) == 0
     assert "already in" in capsys.readouterr().out
 
 
-def test_the_fetched_copy_is_complete_and_small():
+def test_the_projects_copy_is_complete():
     folder = ROOT / mathjax.FOLDER
     assert mathjax.is_installed(folder), (
         f"no MathJax {mathjax.VERSION} in {folder}: run `make install`"
     )
-    assert len(list((folder / "output/chtml/fonts/woff-v2").glob("*.woff"))) >= 20
-    assert (folder / "input/tex/extensions/boldsymbol.js").is_file() and (
-        folder / "LICENSE"
-    ).is_file()
-    assert sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) < 3e6
+    assert files_in(folder) == {*renderer_files(), "LICENSE", "VERSION"}
 
 
 def test_collapse_book_asks_for_the_copy_in_one_line(tmp_path):

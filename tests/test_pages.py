@@ -1,6 +1,8 @@
 """An executed notebook made into a page: verdicts at a glance, badges, anchors, bookkeeping
 off the page, and the artefacts a page must not show."""
 
+import importlib.metadata
+
 import nbformat
 
 from collapse.book import pages
@@ -114,7 +116,7 @@ def test_the_opening_text_offers_the_source_the_notebook_and_the_verdicts():
         assert target in sources[downloads]
 
 
-def test_an_install_cell_comes_first_off_the_page_only_when_asked():
+def test_an_install_cell_comes_first_off_the_page_only_when_asked(monkeypatch):
     records = [record("a")]
     plain, launched = executed(records), executed(records)
     pages.prepare(plain, records, {}, "01-x")
@@ -123,9 +125,17 @@ def test_an_install_cell_comes_first_off_the_page_only_when_asked():
     first = launched.cells[0]
     assert first.cell_type == "code" and repr(SPEC) in first.source
     assert "remove-cell" in first.metadata.tags
-    namespace = {}
-    exec(first.source, namespace)  # the library is installed here: nothing runs pip
-    assert "subprocess" in namespace
+    installs = []
+    monkeypatch.setattr("subprocess.run", lambda command, check: installs.append(command[-1]))
+    exec(first.source, {})  # the distribution is installed here: nothing runs pip
+    assert installs == []
+
+    def missing(name):  # a Colab with PyPI's unrelated `collapse`, or none: only ours counts
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr("importlib.metadata.distribution", missing)
+    exec(first.source, {})
+    assert installs == [SPEC]
 
 
 def test_prepare_is_idempotent():

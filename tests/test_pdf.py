@@ -74,6 +74,12 @@ def test_missing_toc_or_site_is_one_line(tmp_path):
         pdf.write_pdf(tmp_path)
 
 
+def test_chromium_keeps_its_shared_memory_out_of_dev_shm():
+    """A container's /dev/shm is 64 MB (Docker's default): Chromium printing a long page there
+    crashes, so it is told to use /tmp."""
+    assert "--disable-dev-shm-usage" in pdf.CHROMIUM_ARGS
+
+
 def test_missing_tools_say_what_to_install(monkeypatch):
     monkeypatch.setattr(pdf, "CHROMIUM", Path("/nonexistent/chromium"))
     with pytest.raises(ParameterError, match=r"/nonexistent/chromium: run `make browser`"):
@@ -118,7 +124,15 @@ def test_small_book(small_book):
     _browser_or_skip()
     from pypdf import PdfReader
 
-    result = pdf.write_pdf(small_book)
+    said = []
+    result = pdf.write_pdf(small_book, progress=said.append)
+    assert said == [
+        "pdf: page 1 of 3, intro.html",
+        "pdf: page 2 of 3, one.html",
+        "pdf: page 3 of 3, two.html",
+        "pdf: the contents and the page numbers",
+        "pdf: joining 5 pages, with their links and bookmarks",
+    ]
     assert result.path == small_book / "_build" / "html" / "book.pdf"
     assert result.contents == [("Intro", 2), ("1. One", 3), ("Two", 5)]
     reader = PdfReader(result.path)

@@ -65,3 +65,13 @@ def test_inputs_kind_and_numeric_package_versions_count(monkeypatch):
         assert provenance.digest("notebook", b"source", ["fit"]) != base, package
         monkeypatch.setattr(provenance, "package_version", real)
     assert provenance.digest("notebook", b"source", ["fit"]) == base
+
+
+def test_the_lock_file_counts(tmp_path, monkeypatch):
+    lock = tmp_path / "lock.txt"
+    monkeypatch.setattr(provenance, "LOCK", lock)
+    absent = provenance.digest("notebook", b"source", ["fit"])
+    lock.write_text("numpy==2.0.0 --hash=sha256:aa\n")
+    locked = provenance.digest("notebook", b"source", ["fit"])
+    lock.write_text("numpy==2.0.1 --hash=sha256:bb\n")
+    assert len({absent, locked, provenance.digest("notebook", b"source", ["fit"])}) == 3

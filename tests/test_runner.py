@@ -246,6 +246,11 @@ def test_cli_raising_notebook_exits_1_with_the_error(project):
             ["run", "toy", "--profile", "huge"],
             "profile must be one of fast, book, paper; got 'huge'",
         ),
+        (["--bogus"], "unrecognized option --bogus (see collapse --help)"),
+        (["--bogus", "run", "toy"], "unrecognized option --bogus (see collapse --help)"),
+        (["run", "toy", "--bogus"], "unrecognized option --bogus (see collapse run --help)"),
+        (["verdicts", "toy"], "unrecognized argument toy (see collapse verdicts --help)"),
+        ([], "a command is required (see collapse --help)"),
     ],
 )
 def test_cli_bad_input_exits_2_with_one_line_and_writes_nothing(project, args, message):
@@ -434,24 +439,52 @@ def test_the_light_myst_reader_reads_every_chapter_as_jupytext_does():
         assert header["collapse"] == nb.metadata["collapse"], path.stem
 
 
-def test_help_and_list_import_neither_torch_nor_jupytext():
-    """`collapse --help` and `collapse list` answer at once: the heavy imports wait for the
-    commands that need them (counted by module, not by the clock)."""
+def test_help_version_and_list_import_neither_torch_nor_jupytext():
+    """`collapse --help`, `--version` and `collapse list` answer at once: the heavy imports
+    wait for the commands that need them (counted by module, not by the clock)."""
     script = (
         "import sys, contextlib, io\n"
         "from collapse.book import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    assert main(['list']) == 0\n"
-        "    try:\n"
-        "        main(['--help'])\n"
-        "    except SystemExit:\n"
-        "        pass\n"
+        "    for option in ('--help', '--version'):\n"
+        "        try:\n"
+        "            main([option])\n"
+        "        except SystemExit as done:\n"
+        "            assert done.code == 0\n"
         "heavy = {'torch', 'pandas', 'scipy', 'jupytext', 'papermill', 'matplotlib'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_version_is_the_distributions(monkeypatch):
+    """`collapse --version` names the installed distribution's version: rank-collapse, else
+    (installed under the former name) collapse, else unknown; never a traceback."""
+    from importlib import metadata
+
+    from collapse.book import cli
+
+    result = subprocess.run(
+        [sys.executable, "-m", "collapse", "--version"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == cli._version() != "collapse (rank-collapse) unknown"
+    installed = {"collapse": "0.1.0"}
+
+    def version(name):
+        if name not in installed:
+            raise metadata.PackageNotFoundError(name)
+        return installed[name]
+
+    monkeypatch.setattr(metadata, "version", version)
+    assert cli._version() == "collapse (rank-collapse) 0.1.0"
+    installed["rank-collapse"] = "0.2.0"
+    assert cli._version() == "collapse (rank-collapse) 0.2.0"
+    installed.clear()
+    assert cli._version() == "collapse (rank-collapse) unknown"
 
 
 def test_choices_masks_are_the_mask_registry():

@@ -6,6 +6,7 @@
     assignments  assignment notebooks and the student edition: solutions, checks, hidden checks
     grading      a class graded into a gradebook, each submission in a sandbox of its own
     executors    where stale notebooks and sweep chunks run: here, or on a Dask cluster
+    progress     long loops' progress lines, shown by `collapse run`, never kept in a notebook
     mathjax      the book's local MathJax copy, fetched from the npm registry
     pages        an executed notebook made a book page: verdicts at a glance, downloads
     figdata      each figure's data (CSV) written beside it and linked under it
@@ -14,8 +15,9 @@
     publish      the built site committed to a gh-pages branch (`collapse publish`)
     pdf          the whole book printed to one PDF through headless Chromium
 
-The command needs the `book` extra (`pip install 'collapse[book]'`: papermill, jupytext,
+The command needs the `book` extra (`pip install 'rank-collapse[book]'`: papermill, jupytext,
 nbformat, ipykernel, PyYAML, Jupyter Book); `import collapse` imports none of them.
+`collapse publish` alone needs none of them either: git and ghp-import are enough.
 """
 
 from __future__ import annotations
@@ -31,11 +33,15 @@ BOOK_MODULES = ("yaml", "jupytext", "nbformat", "nbclient", "papermill", "ipyker
 
 def main(argv=None) -> int:
     """The `collapse` command, or one line naming the missing extra (exit status 2)."""
+    from . import publish
+
+    if publish.requested(argv):
+        return publish.main(argv)
     missing = [name for name in BOOK_MODULES if importlib.util.find_spec(name) is None]
     if missing:
         print(
             f"collapse: error: the command needs the book extra ({', '.join(missing)} missing): "
-            "pip install 'collapse[book]'",
+            "pip install 'rank-collapse[book]'",
             file=sys.stderr,
         )
         return 2

@@ -8,6 +8,7 @@ check; 2 bad input (one line naming the parameter and what is allowed; nothing w
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..checks import ParameterError, check_int
-from . import runner
+from . import publish, runner
 
 # Each command imports what it needs when it runs (torch, pandas, papermill and Jupyter Book
 # take seconds to import): `collapse --help` and `collapse list` answer at once.
@@ -31,7 +32,8 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         help="the checkout to work in (default: found from the current folder)",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=_version())
+    commands = parser.add_subparsers(dest="command")  # a missing one is named by _parse
     commands.add_parser("list", help="notebooks, their claims and parameters")
     run = commands.add_parser("run", help="execute notebooks with papermill into book/executed/")
     run.add_argument(
@@ -71,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     _executor_options(run)
+    _progress_option(run)
     verdicts = commands.add_parser("verdicts", help="every verdict of the executed notebooks")
     verdicts.add_argument(
         "--json", action="store_true", help="print a JSON list of verdict records"
@@ -132,6 +135,7 @@ def _parser() -> argparse.ArgumentParser:
         help="also print the whole book into one PDF with a table of contents (needs Chromium)",
     )
     _executor_options(book)
+    _progress_option(book)
     assign = commands.add_parser(
         "assignments",
         help="assignment notebooks: solution cells replaced by stubs, check cells kept",
@@ -145,13 +149,7 @@ def _parser() -> argparse.ArgumentParser:
     assign.add_argument(
         "--out", type=Path, help="folder for the .ipynb files (default: _build/assignments)"
     )
-    site = commands.add_parser(
-        "publish", help="commit the built site (_build/html) to a gh-pages branch and push it"
-    )
-    site.add_argument(
-        "--remote", help="a git remote URL or path (default: this checkout's origin)"
-    )
-    site.add_argument("--branch", default="gh-pages", help="the branch (default: gh-pages)")
+    publish.add_arguments(commands.add_parser("publish", help=publish.HELP))
     grade = commands.add_parser(
         "grade",
         help="grade submitted assignments, each in a sandbox, into a gradebook "
@@ -197,6 +195,48 @@ def _executor_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _progress_option(parser: argparse.ArgumentParser) -> None:
+    """--progress: the long loops of the running chapters shown (collapse.book.progress)."""
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        help=(
+            "print the progress of each running chapter's long loops (sweeps, layers) on "
+            "stderr, a line every few seconds prefixed with the chapter, also with several "
+            "workers; the executed notebooks are the same either way (default: on when stderr "
+            "is a terminal)"
+        ),
+    )
+
+
+def _version() -> str:
+    """What `collapse --version` prints: the installed distribution's version, under its
+    former name `collapse` until the package is reinstalled, without importing the library."""
+    from importlib import metadata
+
+    for distribution in ("rank-collapse", "collapse"):
+        try:
+            return f"collapse (rank-collapse) {metadata.version(distribution)}"
+        except metadata.PackageNotFoundError:
+            pass
+    return "collapse (rank-collapse) unknown"
+
+
+def _parse(argv) -> argparse.Namespace:
+    """The command line; an option or argument nobody takes, or no command, as a
+    ParameterError naming it (argparse alone would say that a command is required)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args, unknown = _parser().parse_known_args(argv)
+    if unknown:
+        kind = "option" if unknown[0].startswith("-") else "argument"
+        after = args.command and argv.index(unknown[0]) > argv.index(args.command)
+        where = f"collapse {args.command}" if after else "collapse"
+        raise ParameterError(f"unrecognized {kind} {unknown[0]} (see {where} --help)")
+    if args.command is None:
+        raise ParameterError("a command is required (see collapse --help)")
+    return args
+
+
 def _list(project: runner.Project) -> int:
     for nb in project.notebooks().values():
         print(f"{nb.name}  {nb.claim}  [{nb.paper_ref}]")
@@ -218,7 +258,10 @@ def _run_all(
     scheduler=None,
     workers=None,
     seed_family=0,
+    progress=None,
 ):
+    """Run the planned notebooks, a line per notebook as it ends; with `progress` (default:
+    when stderr is a terminal) the running chapters' progress lines on stderr."""
     from tqdm import tqdm
 
     from .. import report
@@ -240,6 +283,7 @@ def _run_all(
         executors.make(executor, scheduler=scheduler, workers=workers) as pool,
         tqdm(total=len(planned), desc=f"notebooks [{profile}]", unit="nb", file=sys.stderr) as bar,
     ):
+        shown = sys.stderr.isatty() if progress is None else progress
         for result in runner.execute_all(
             project,
             planned,
@@ -249,6 +293,7 @@ def _run_all(
             executor=pool,
             stream=profile == "paper",
             seed_family=seed_family,
+            echo=functools.partial(bar.write, file=sys.stderr) if shown else None,
         ):
             counts = Counter(report.outcome(r) for r in result.records)
             bar.write(
@@ -400,10 +445,12 @@ def _book(
     repository: str | None = None,
     branch: str = "gh-pages",
     pdf: bool = False,
+    progress: bool | None = None,
     **executor,
 ) -> int:
-    """Run what is stale, then a clean build: the full book into _build/html (with launch
-    buttons when the repository is known, and its PDF if asked), or the student edition into
+    """Run what is stale (with the chapters' `progress`, as `collapse run`), then a clean
+    build: the full book into _build/html (with launch buttons when the repository is known,
+    and its PDF if asked, a line per page on stderr as it prints), or the student edition into
     _build/student/html.
     """
     import yaml
@@ -425,7 +472,7 @@ def _book(
 
         book_pdf.require()  # before minutes of notebooks, as MathJax below
     mathjax.require(project.root)  # before minutes of notebooks: the build needs the local copy
-    _run_all(project, [], profile, [], **executor)
+    _run_all(project, [], profile, [], progress=progress, **executor)
     records, expectations = runner.collect_records(project), project.expectations()
     pages.prepare_all(project.executed_dir, records, expectations, install)
     scoreboard.write_pages(project.root, records, expectations, reseed.read(project))
@@ -456,9 +503,14 @@ def _book(
         print(f"launch buttons: Colab and Binder open the notebooks from {url} ({branch})")
     print(f"{'student edition' if student else 'book'}: {site / 'index.html'}")
     if pdf:
-        result = book_pdf.write_pdf(project.root, site)
+        result = book_pdf.write_pdf(project.root, site, progress=_to_stderr)
         print(f"pdf: {result.path} ({result.pages} pages)")
     return 0
+
+
+def _to_stderr(line: str) -> None:
+    """A progress line, on stderr at once (stdout keeps the results)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _assignments(project: runner.Project, names, out: Path | None) -> int:
@@ -501,8 +553,8 @@ def _grade(project: runner.Project, args) -> int:
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
     try:
+        args = _parse(argv)
         project = runner.Project.find(args.root)
         if args.command == "list":
             return _list(project)
@@ -523,6 +575,7 @@ def main(argv=None) -> int:
                 force=args.force,
                 timeout=args.timeout,
                 seed_family=args.seed_family,
+                progress=args.progress,
                 **pool,
             )
             return 0 if results else 1
@@ -533,11 +586,7 @@ def main(argv=None) -> int:
         if args.command == "assignments":
             return _assignments(project, args.names, args.out)
         if args.command == "publish":
-            from . import publish
-
-            commit = publish.publish(project.root, args.remote, args.branch)
-            print(f"published {project.root / '_build' / 'html'} as {args.branch} {commit[:12]}")
-            return 0
+            return publish.main(argv)  # its own parser, which collapse.book.main uses directly
         if args.command == "grade":
             return _grade(project, args)
         return _book(
@@ -547,6 +596,7 @@ def main(argv=None) -> int:
             repository=args.repository,
             branch=args.branch,
             pdf=args.pdf,
+            progress=args.progress,
             executor=args.executor,
             scheduler=args.scheduler,
             workers=args.workers,

@@ -62,7 +62,7 @@ class DaskExecutor:
             from distributed import Client, LocalCluster
         except ImportError:
             raise ParameterError(
-                "executor 'dask' needs dask.distributed: pip install 'collapse[dask]'"
+                "executor 'dask' needs dask.distributed: pip install 'rank-collapse[dask]'"
             ) from None
         self._cluster = None
         if scheduler:

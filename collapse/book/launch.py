@@ -8,11 +8,13 @@ in the main branch.
 
 - `settings(url, ...)` is what `collapse book` adds to the book's configuration: the
   theme's repository, branch and path, the two launch URLs and the site's base URL;
-- the published tree gets a `binder/` folder (`write_binder`), so Binder builds the
-  library at the commit that executed the pages, with the CPU torch of the repository's
-  own `binder/requirements.txt`, and never the root environment.yml (which has the tests);
-- every published notebook starts with `install_cell(...)`, which installs the package when
-  it is missing (on Colab) and does nothing where it is installed.
+- the published tree gets a `binder/` folder (`write_binder`), so Binder builds what the
+  repository's own `binder/` builds: the lock file (hash-checked, inlined), then `postBuild`
+  (`postbuild`) with PyTorch's CPU build and the library at the commit that executed the
+  pages, on Python 3.11 (the lock's), never the root environment.yml;
+- every published notebook starts with `install_cell(...)`, which installs the distribution
+  (`rank-collapse`: PyPI's `collapse` is another project) when it is missing (on Colab) and
+  does nothing where it is installed.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "check_url",
     "install_cell",
     "package_spec",
+    "postbuild",
     "settings",
     "source_commit",
     "write_binder",
@@ -38,6 +41,9 @@ __all__ = [
 
 BINDERHUB = "https://mybinder.org"
 COLAB = "https://colab.research.google.com"
+DISTRIBUTION = "rank-collapse"
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+RUNTIME = "python-3.11\n"  # repo2docker's Python: the lock's
 INSTALL_TAG = "install-if-missing"
 _GITHUB = re.compile(r"^https://github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$")
 
@@ -65,7 +71,7 @@ def source_commit(root: Path) -> str:
 def package_spec(url: str, commit: str) -> str:
     """A pip requirement for the library (with the pretrained extra) at `commit`."""
     owner, name = check_url(url)
-    return f"collapse[pretrained] @ git+https://github.com/{owner}/{name}@{commit}"
+    return f"{DISTRIBUTION}[pretrained] @ git+https://github.com/{owner}/{name}@{commit}"
 
 
 def settings(url: str, branch: str = "gh-pages", baseurl: str = "") -> dict:
@@ -94,30 +100,56 @@ def install_cell(spec: str) -> str:
     return (
         "# On Colab (or any Jupyter without the library) this installs the companion at the\n"
         "# commit that executed this notebook; where it is installed, it does nothing.\n"
-        "import importlib.util\n"
+        "import importlib.metadata\n"
         "import subprocess\n"
         "import sys\n"
         "\n"
-        'if importlib.util.find_spec("collapse") is None:\n'
+        "try:\n"
+        f"    importlib.metadata.distribution({DISTRIBUTION!r})\n"
+        "except importlib.metadata.PackageNotFoundError:\n"
         '    subprocess.run([sys.executable, "-m", "pip", "install", "-q",\n'
         f"                    {spec!r}], check=True)\n"
     )
 
 
+def postbuild(library: str, torch_pin: str) -> str:
+    """Binder's `postBuild`, run after the hash-checked lock: PyTorch's CPU build (its hash
+    depends on the build, so it is pinned by version), then `library` (a path or a pip
+    requirement) without dependencies: the lock has them all."""
+    return (
+        "#!/bin/bash\n"
+        "# Binder runs this after installing requirements.txt (the lock).\n"
+        "set -euo pipefail\n"
+        f"python -m pip install --no-cache-dir --no-deps --index-url {CPU_INDEX} '{torch_pin}'\n"
+        f"python -m pip install --no-cache-dir --no-deps '{library}'\n"
+        "jupytext-config set-default-viewer  # a chapter's .md opens as a notebook\n"
+    )
+
+
+def _inlined(requirements: Path) -> list[str]:
+    """The lines of a requirements file with each `-r FILE` replaced by that file's lines."""
+    lines = []
+    for line in requirements.read_text().splitlines():
+        if line.startswith("-r "):
+            lines += _inlined(requirements.parent / line[3:].strip())
+        elif line.strip() and not line.lstrip().startswith("#"):
+            lines.append(line)
+    return lines
+
+
 def write_binder(site: Path, requirements: Path, spec: str) -> Path:
-    """`binder/requirements.txt` of the published tree: the repository's own Binder
-    requirements (the CPU torch) and the library at the commit that executed the pages."""
-    lines = [
-        line
-        for line in requirements.read_text().splitlines()
-        if line.strip() and not line.lstrip().startswith("#")
-    ]
+    """`binder/` of the published tree from the repository's own `requirements` (the lock,
+    inlined: the site has no requirements/ folder), with the library at `spec` in its
+    postBuild; returns the requirements file written."""
+    torch_pin = (requirements.parents[1] / "requirements" / "torch.txt").read_text().split()[0]
     folder = site / "binder"
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / "requirements.txt"
+    write_atomic(folder / "runtime.txt", RUNTIME)
+    script = write_atomic(folder / "postBuild", postbuild(spec, torch_pin))
+    script.chmod(0o755)
     return write_atomic(
-        target,
+        folder / "requirements.txt",
         "# Binder for the published notebooks (written by `collapse book --repository`).\n"
-        + "\n".join([*lines, spec])
+        + "\n".join(_inlined(requirements))
         + "\n",
     )

@@ -17,7 +17,7 @@ import http.server
 import io
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +48,9 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    # Docker gives a container 64 MB of /dev/shm, where Chromium keeps its shared memory: a
+    # long page crashes it there (CI runs in containers); /tmp has room
+    "--disable-dev-shm-usage",
 ]
 HOST = "127.0.0.1"
 # TeX a reader should never see: display or inline delimiters, environments, a command right
@@ -374,10 +377,20 @@ def _book_title(root: Path) -> str:
     return title or "The book"
 
 
-def write_pdf(root: Path, html_dir: Path | None = None, out: Path | None = None) -> PdfResult:
+def write_pdf(
+    root: Path,
+    html_dir: Path | None = None,
+    out: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> PdfResult:
     """Print the built book in `html_dir` (default root/_build/html) page by page in reading
     order and write it as one PDF to `out` (default html_dir/book.pdf, so the site offers it),
-    atomically."""
+    atomically.
+
+    progress, if given, is called with a line as each page starts printing and one per later
+    step: the whole book takes minutes.
+    """
+    say = progress or (lambda line: None)
     root = Path(root)
     html_dir = Path(html_dir) if html_dir else root / "_build" / "html"
     out = Path(out) if out else html_dir / "book.pdf"
@@ -395,8 +408,12 @@ def write_pdf(root: Path, html_dir: Path | None = None, out: Path | None = None)
             executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
         )
         try:
-            printed = [_print_page(browser, base, name) for name in names]
+            printed = []
+            for number, name in enumerate(names, start=1):
+                say(f"pdf: page {number} of {len(names)}, {name}")
+                printed.append(_print_page(browser, base, name))
             readers = [(p, pypdf.PdfReader(io.BytesIO(p.pdf))) for p in printed]
+            say("pdf: the contents and the page numbers")
             contents, first = _contents(browser, pypdf, book_title, parts, readers, base)
             total = len(contents.pages) + sum(len(r.pages) for _, r in readers)
             numbers = "".join(f"<div><span>{n}</span></div>" for n in range(1, total + 1))
@@ -410,6 +427,7 @@ def write_pdf(root: Path, html_dir: Path | None = None, out: Path | None = None)
             browser.close()
     titles = {p.name: p.title for p in printed}
     docs = [("", contents)] + [(p.name, reader) for p, reader in readers]
+    say(f"pdf: joining {total} pages, with their links and bookmarks")
     writer = _join(pypdf, docs, parts, titles, base, pypdf.PdfReader(io.BytesIO(stamps)))
     writer.add_metadata({"/Title": book_title})
     out.parent.mkdir(parents=True, exist_ok=True)

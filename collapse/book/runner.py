@@ -17,6 +17,8 @@ import contextlib
 import json
 import os
 import re
+import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -469,14 +471,66 @@ def _papermill(
         raise NotebookError(f"notebook {name} failed: {type(err).__name__}: {err}") from None
 
 
-def _environment(project: Project, profile: str, seed_family: int) -> dict:
-    """Variables the kernel gets: the seed family (collapse.rng) and, for the paper profile,
-    a folder where chunked sweeps keep their chunks (collapse.chunks).
+def _environment(
+    project: Project, profile: str, seed_family: int, progress: Path | None = None
+) -> dict:
+    """Variables the kernel gets: the seed family (collapse.rng), for the paper profile a
+    folder where chunked sweeps keep their chunks (collapse.chunks) and, if given, the file
+    where its loops write their progress (collapse.book.progress).
     """
+    from .progress import ENV
+
     env = {rng.FAMILY_ENV: str(seed_family)}
     if profile == "paper":
         env["COLLAPSE_CHUNKS"] = str(project.executed_dir / ".chunks")
+    if progress is not None:
+        env[ENV] = str(progress)
     return env
+
+
+_POLL = 1.0  # seconds between two reads of the progress files
+
+
+@contextlib.contextmanager
+def _progress_folder(project: Project, echo):
+    """A folder for the running notebooks' progress files, `NN-name.log`, read every _POLL
+    seconds in a thread that hands each new line to `echo` as 'NN-name | line'; None when
+    `echo` is None.
+
+    Why in book/executed/: a notebook's Dask worker shares the checkout (book/scale.md), so
+    it reaches this folder too. The folder goes when the runs end.
+    """
+    if echo is None:
+        yield None
+        return
+    project.executed_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".progress-", dir=project.executed_dir) as folder:
+        stop = threading.Event()
+        reader = threading.Thread(target=_tail, args=(Path(folder), echo, stop), daemon=True)
+        reader.start()
+        try:
+            yield Path(folder)
+        finally:
+            stop.set()
+            reader.join()
+
+
+def _tail(folder: Path, echo, stop: threading.Event) -> None:
+    """Hand each new whole line of the folder's files to `echo` until `stop` is set, and read
+    once more then: the last lines of a notebook that just finished are not lost."""
+    done: dict[Path, int] = {}
+    while True:
+        stopping = stop.wait(_POLL)
+        for path in sorted(folder.glob("*.log")):
+            with path.open("rb") as stream:
+                stream.seek(done.get(path, 0))
+                text = stream.read()
+            whole = text[: text.rfind(b"\n") + 1]  # a line being written waits for its end
+            done[path] = done.get(path, 0) + len(whole)
+            for line in whole.decode("utf-8", "replace").splitlines():
+                echo(f"{path.stem} | {line}")
+        if stopping:
+            return
 
 
 @contextlib.contextmanager
@@ -590,9 +644,13 @@ def execute(
     stream: bool = False,
     seed_family: int = 0,
     folder: Path | None = None,
+    progress: Path | None = None,
 ) -> RunResult:
     """Execute one notebook (or reuse its cached result) with the seeds of `seed_family`,
-    into `folder` (default: `Project.output_dir`); outputs are written atomically."""
+    into `folder` (default: `Project.output_dir`); outputs are written atomically.
+
+    progress: a file where the kernel's long loops write their progress lines
+    (collapse.book.progress), none if None."""
     seed_family = check_int("seed family", seed_family, minimum=0)
     digest = content_hash(notebook, params, profile, seed_family)
     folder = folder or project.output_dir(profile, seed_family)
@@ -603,7 +661,7 @@ def execute(
     partial = folder / f".{notebook.name}.partial.ipynb"
     start = time.perf_counter()
     try:
-        with _patched_environ(_environment(project, profile, seed_family)):
+        with _patched_environ(_environment(project, profile, seed_family, progress)):
             executed = _papermill(
                 notebook.source(),
                 partial,
@@ -656,51 +714,66 @@ def execute_all(
     executor=None,
     stream: bool = False,
     seed_family: int = 0,
+    echo=None,
 ):
     """Execute planned (notebook, params) pairs, the stale ones on `executor`
     (collapse.executors; default: here, in order), with the seeds of `seed_family`.
 
     Yields RunResults as notebooks finish: cached ones first. A remote worker needs this
     checkout at the same path (notebooks read files next to them) and the same
-    environment; the results come back here and are written by this process.
+    environment; the results come back here and are written by this process. echo, if
+    given, is called from a thread with each progress line of the running notebooks' long
+    loops, 'NN-name | sweep: 40%|...' (collapse.book.progress); none enters a notebook.
     """
     import nbformat
 
-    if executor is None or not executor.remote:
+    with _progress_folder(project, echo) as lines:
+
+        def log(notebook):
+            return None if lines is None else lines / f"{notebook.name}.log"
+
+        if executor is None or not executor.remote:
+            for notebook, params in planned:
+                yield execute(
+                    project,
+                    notebook,
+                    params,
+                    profile,
+                    force=force,
+                    timeout=timeout,
+                    stream=stream,
+                    seed_family=seed_family,
+                    progress=log(notebook),
+                )
+            return
+        seed_family = check_int("seed family", seed_family, minimum=0)
+        folder = project.output_dir(profile, seed_family)
+        stale = []
         for notebook, params in planned:
-            yield execute(
-                project,
-                notebook,
+            digest = content_hash(notebook, params, profile, seed_family)
+            cached = None if force else _cached_result(project, notebook, digest, folder)
+            if cached:
+                yield cached
+            else:
+                stale.append((notebook, params, digest))
+        folder.mkdir(parents=True, exist_ok=True)
+        jobs = [
+            (
+                nb.path.read_text(),
+                nb.name,
                 params,
-                profile,
-                force=force,
-                timeout=timeout,
-                stream=stream,
-                seed_family=seed_family,
+                str(project.notebooks_dir),
+                timeout,
+                _environment(project, profile, seed_family, log(nb)),
             )
-        return
-    seed_family = check_int("seed family", seed_family, minimum=0)
-    folder = project.output_dir(profile, seed_family)
-    stale = []
-    for notebook, params in planned:
-        digest = content_hash(notebook, params, profile, seed_family)
-        cached = None if force else _cached_result(project, notebook, digest, folder)
-        if cached:
-            yield cached
-        else:
-            stale.append((notebook, params, digest))
-    folder.mkdir(parents=True, exist_ok=True)
-    env = _environment(project, profile, seed_family)
-    jobs = [
-        (nb.path.read_text(), nb.name, params, str(project.notebooks_dir), timeout, env)
-        for nb, params, _ in stale
-    ]
-    for index, (text, seconds) in executor.map(_remote_job, jobs):
-        notebook, params, digest = stale[index]
-        executed = nbformat.reads(text, as_version=4)
-        yield _finish(
-            project, notebook, executed, digest, params, profile, seconds, seed_family, folder
-        )
+            for nb, params, _ in stale
+        ]
+        for index, (text, seconds) in executor.map(_remote_job, jobs):
+            notebook, params, digest = stale[index]
+            executed = nbformat.reads(text, as_version=4)
+            yield _finish(
+                project, notebook, executed, digest, params, profile, seconds, seed_family, folder
+            )
 
 
 def plan(project: Project, names, profile: str, overrides: dict) -> list[tuple[Notebook, dict]]:
