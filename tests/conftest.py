@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,9 +22,8 @@ EXECUTION_FIXTURES = {"toy", "chapter_class", "lab", "dask", "small_book"}
 
 def pytest_collection_modifyitems(items):
     """Mark the slow tiers; then order the tests for `make test`'s two workers (-n 2 --dist
-    loadscope: a module runs on one worker): test_book first, so that one worker starts
-    building the fast book at once, the other modules that read it last, so that the other
-    worker runs the rest meanwhile and both then share the one build (`fast_book`)."""
+    loadscope: a module runs on one worker): the modules that read the fast book last, so
+    that both workers run the rest while the controller builds it (`pytest_configure`)."""
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         if used & BOOK_FIXTURES:
@@ -35,8 +35,7 @@ def pytest_collection_modifyitems(items):
         return getattr(getattr(item, "module", None), "__name__", "")
 
     reading = {module(item) for item in items if item.get_closest_marker("book")}
-    first = "test_book"
-    items.sort(key=lambda item: 0 if module(item) == first else 1 + (module(item) in reading))
+    items.sort(key=lambda item: module(item) in reading)
 
 
 @pytest.fixture(autouse=True)
@@ -140,17 +139,11 @@ def fast_book_command(root: Path) -> list[str]:
     ]
 
 
-@pytest.fixture(scope="session")
-def fast_book(tmp_path_factory):
-    """`collapse book --profile fast` on a copy of the sources, offline where possible: every
-    notebook executed, then built. Under pytest-xdist the workers share one build: the first to
-    ask builds it, holding a lock the others wait on.
-    """
+def build_fast_book(shared: Path) -> dict:
+    """Build the fast book once under `shared`/fast-book (a lock: whoever asks first builds,
+    the others wait) and return the build's outcome (args, returncode, stdout, stderr)."""
     from filelock import FileLock
 
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker's basetemp; their parent is the run's
-        shared = shared.parent
     folder = shared / "fast-book"
     with FileLock(f"{folder}.lock"):
         done = folder / "result.json"
@@ -160,8 +153,53 @@ def fast_book(tmp_path_factory):
             run = subprocess.run(command, capture_output=True, text=True, timeout=1800)
             kept = {k: getattr(run, k) for k in ("args", "returncode", "stdout", "stderr")}
             done.write_text(json.dumps(kept))
-        kept = json.loads(done.read_text())
-    return folder / "project", subprocess.CompletedProcess(**kept)
+        return json.loads(done.read_text())
+
+
+def _shared_temp(tmp_path_factory) -> Path:
+    """The run's own temporary folder: a pytest-xdist worker's basetemp is inside it."""
+    shared = tmp_path_factory.getbasetemp()
+    return shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own, which makes the temporary folders
+def pytest_configure(config):
+    """Under pytest-xdist, the controller of a whole-suite run (`make test`) starts the fast
+    book's build at once, in the background (`python tests/conftest.py SHARED`), while both
+    workers run the tests that do not read it (ordered first): no worker waits idle for the
+    book. Not for a run of chosen files, one that deselects the book tier (`make check`) or
+    one that checks an existing build (COLLAPSE_BOOK_ROOT)."""
+    is_controller = not hasattr(config, "workerinput") and config.getoption("numprocesses", None)
+    whole_suite = all(Path(arg).resolve() == ROOT / "tests" for arg in config.args)
+    skips_book = "not book" in (config.getoption("markexpr", "") or "")
+    if is_controller and whole_suite and not skips_book and not os.environ.get(
+        "COLLAPSE_BOOK_ROOT"
+    ):
+        shared = config._tmp_path_factory.getbasetemp()
+        config._fast_book_build = subprocess.Popen(
+            [sys.executable, __file__, str(shared)],
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,  # its kernels too are stopped with it (pytest_unconfigure)
+        )
+
+
+def pytest_unconfigure(config):
+    build = getattr(config, "_fast_book_build", None)
+    if build is not None and build.poll() is None:  # an interrupted run: stop building
+        os.killpg(build.pid, signal.SIGTERM)
+        build.wait()
+
+
+@pytest.fixture(scope="session")
+def fast_book(tmp_path_factory):
+    """`collapse book --profile fast` on a copy of the sources, offline where possible: every
+    notebook executed, then built. Under pytest-xdist the controller has started the build
+    (`pytest_configure`); a worker that asks waits for it (or builds it, if it asks first).
+    """
+    kept = build_fast_book(_shared_temp(tmp_path_factory))
+    return _shared_temp(tmp_path_factory) / "fast-book" / "project", subprocess.CompletedProcess(
+        **kept
+    )
 
 
 def built_book_root(request) -> Path:
@@ -173,3 +211,7 @@ def built_book_root(request) -> Path:
     root, result = request.getfixturevalue("fast_book")
     assert result.returncode == 0, "the book did not build: see test_book.py"
     return root
+
+
+if __name__ == "__main__":  # the controller's background build (pytest_configure)
+    build_fast_book(Path(sys.argv[1]))
