@@ -13,13 +13,15 @@ papermill's output mounted read-only, so that student code can neither download 
 grader's files, checks or results; always with a memory limit (`ulimit -v`) and a time limit per
 cell. `grade_class` grades files and folders in parallel processes; `write_gradebook` writes one
 CSV row per submission, atomically. A submission that cannot be graded (not a notebook, an
-unknown assignment) is a row with the reason, never a crash of the run.
+unknown assignment, a symbolic link, which is never followed) is a row with the reason, never a
+crash of the run; a spreadsheet opening the gradebook runs none of its cells as a formula.
 """
 
 from __future__ import annotations
 
 import copy
 import csv
+import errno
 import functools
 import io
 import logging
@@ -27,6 +29,7 @@ import multiprocessing
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -49,6 +52,7 @@ __all__ = [
     "collect",
     "grade_class",
     "gradebook",
+    "gradebook_path",
     "write_gradebook",
 ]
 
@@ -57,6 +61,11 @@ __all__ = [
 _TIMEOUT = {"ename": "TimeoutError", "evalue": "cell time limit reached", "traceback": []}
 _ARROW = re.compile(r"^-+>\s*\d+\s+(?P<line>.*\S)")
 _ERROR_WIDTH = 200  # characters of a gradebook row's error column
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP, CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# Opens a submission without following a symbolic link, and a FIFO without waiting for a writer.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+_SYMLINK = "a symbolic link: refused, never read (submit the notebook itself)"
 
 
 @dataclass(frozen=True)
@@ -191,18 +200,53 @@ class Grade:
         return "\n".join(lines)
 
 
+def _read_regular(path: Path) -> bytes:
+    """The bytes of `path`, a regular file, or ParameterError saying what else it is.
+
+    Why not `open`: a symbolic link in a class folder would have the grader read (and quote, in
+    the gradebook's error column) any file it may read; the link is refused, and O_NOFOLLOW
+    refuses one swapped in after that check."""
+    if path.is_symlink():
+        raise ParameterError(_SYMLINK)
+    try:
+        handle = os.open(path, _OPEN_FLAGS)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.EMLINK):  # O_NOFOLLOW met a link
+            raise ParameterError(_SYMLINK) from None
+        raise ParameterError(f"cannot be read: {err.strerror}") from None
+    try:
+        mode = os.fstat(handle).st_mode
+        if stat.S_ISDIR(mode):
+            raise ParameterError(
+                "a folder: not searched (give it as a PATH of its own to grade what it holds)"
+            )
+        if not stat.S_ISREG(mode):
+            raise ParameterError("not a regular file (a pipe, socket or device): never read")
+        with os.fdopen(handle, "rb", closefd=False) as stream:
+            return stream.read()
+    finally:
+        os.close(handle)
+
+
 def read_submission(path: Path):
     """The submitted notebook, or ParameterError with one line naming what is wrong with it."""
     import nbformat
 
+    data = _read_regular(Path(path))
     try:
-        nb = nbformat.read(str(path), as_version=4)
+        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
     except Exception as err:  # nbformat raises JSON, validation and reader errors alike
         first = (str(err).splitlines() or [type(err).__name__])[0][:120]
         raise ParameterError(f"not a Jupyter notebook (.ipynb): {first}") from None
-    if not (nb.metadata.get("collapse", {}).get("assignment") or {}).get("notebook"):
+    made = nb.metadata.get("collapse")
+    made = made.get("assignment") if isinstance(made, dict) else None
+    if not isinstance(made, dict) or not made.get("notebook"):
         raise ParameterError(
             "not made by `collapse assignments` (it lacks the collapse.assignment metadata)"
+        )
+    if not isinstance(made["notebook"], str):
+        raise ParameterError(
+            f"collapse.assignment.notebook must be a chapter's name, got {made['notebook']!r}"
         )
     return nb
 
@@ -379,17 +423,23 @@ def grade(
 
 
 def collect(paths) -> list[Path]:
-    """The submissions named by files and folders (a folder: its files, not hidden ones)."""
-    files = []
+    """The submissions named by files and folders, each once, however often it is named.
+
+    A folder stands for every entry in it, hidden ones too, each a row: `..ipynb` or
+    `.alice.ipynb` may be a student's work, and a row saying what a file is (a checkpoint, a
+    symbolic link, a subfolder) costs less than a submission silently missing from the
+    gradebook. One file named twice (the same inode: a folder and a file in it, two spellings
+    of a path, a hard link) is graded once."""
+    files, seen = [], set()
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-            files.extend(found)
-        elif path.is_file():
-            files.append(path)
-        else:
+        if not os.path.lexists(path):
             raise ParameterError(f"PATH {path}: no such file or folder")
+        for entry in sorted(path.iterdir()) if path.is_dir() else [path]:
+            info = entry.lstat()
+            if (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                files.append(entry)
     if not files:
         raise ParameterError("PATH: no submissions found (give notebooks or folders of them)")
     return files
@@ -437,20 +487,54 @@ def gradebook(grades, files) -> str:
             hidden = ", hidden" if c.hidden else ""
             columns.setdefault((g.notebook, c.name), f"{label}{c.name} ({c.points} pt{hidden})")
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["file", "assignment", *columns.values(), "total", "max", "error"])
+    writer = csv.writer(out)  # lines end in CRLF (RFC 4180): a CR in a cell is then quoted too
+    header = ["file", "assignment", *columns.values(), "total", "max", "error"]
+    writer.writerow(map(_inert, header))
     for g, path in zip(grades, files, strict=True):
         earned = {(g.notebook, c.name): c.points if c.passed else 0 for c in g.checks}
         cells = [earned.get(key, "") for key in columns]
         total = "" if g.error else g.score
         maximum = "" if g.error else g.max_score
-        writer.writerow([str(path), g.notebook, *cells, total, maximum, g.remark()])
+        row = [str(path), g.notebook, *cells, total, maximum, g.remark()]
+        writer.writerow(map(_inert, row))
     return out.getvalue()
+
+
+def _inert(cell):
+    """A gradebook cell a spreadsheet shows rather than runs: text that starts like a formula
+    (a student's file name or notebook metadata, `=HYPERLINK(...)`) gets a leading quote, as
+    OWASP advises against CSV injection; numbers stay numbers."""
+    return "'" + cell if isinstance(cell, str) and cell.startswith(_FORMULA_START) else cell
+
+
+def gradebook_path(name) -> Path:
+    """`--csv NAME` checked before anything is graded: a file name (not a folder, a device or a
+    pipe) in an existing folder where this process can create a file.
+
+    Why a trial file: a class takes minutes to grade, and a gradebook that cannot be written
+    (a read-only folder, /proc) would otherwise be found out only after all of them."""
+    if not str(name).strip():  # Path("") would be the current folder
+        raise ParameterError("--csv needs a file name, got ''")
+    path = Path(name)
+    if path.is_dir():
+        raise ParameterError(f"--csv {name}: a folder; give a file name ({path / 'grades.csv'})")
+    if not path.parent.is_dir():
+        raise ParameterError(f"--csv {name}: the folder {path.parent} does not exist")
+    if path.exists() and not path.is_file():
+        raise ParameterError(f"--csv {name}: not a regular file (a device or a pipe)")
+    try:
+        handle, trial = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.", suffix=".partial"
+        )
+    except OSError as err:
+        raise ParameterError(
+            f"--csv {name}: cannot create a file in {path.parent} ({err.strerror})"
+        ) from None
+    os.close(handle)
+    os.unlink(trial)
+    return path
 
 
 def write_gradebook(text: str, path: Path) -> None:
     """Write the CSV atomically: a temporary file beside it, then a rename."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise ParameterError(f"--csv {path}: the folder {path.parent} does not exist")
-    write_atomic(path, text)
+    write_atomic(gradebook_path(path), text)
