@@ -18,7 +18,7 @@ import pytest
 from conftest import TOY_OPENING, copy_sources, tagged, toy_project
 from conftest import run_collapse as collapse
 
-from collapse.book import assignments, grading, runner
+from collapse.book import assignments, grading, runner, sandbox
 from collapse.checks import ParameterError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -258,7 +258,7 @@ def chapter_class(tmp_path_factory):
         "--memory", "3072", timeout=1800,
     )  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr  # not every student passed
-    box = grading.sandbox(root, 3072)
+    box = sandbox.sandbox(root, 3072)
     return root, read_csv(book), result.stdout, box, before == chapter.read_text()
 
 

@@ -542,11 +542,11 @@ def _assignments(project: runner.Project, names, out: Path | None) -> int:
 
 def _grade(project: runner.Project, args) -> int:
     """Grade every submission; with one, print its checks; with --csv, write the gradebook."""
-    from . import assignments, grading
+    from . import assignments, grading, sandbox
 
     book = None if args.csv is None else grading.gradebook_path(args.csv)  # before any grading
     files = grading.collect(args.paths)
-    box = grading.sandbox(project.root, args.memory)
+    box = sandbox.sandbox(project.root, args.memory)
     print(
         f"grading {len(files)} submission(s), {min(args.jobs, len(files))} at a time: "
         f"{assignments.PROFILE} profile, {args.timeout} s per cell, {box.describe()}",

@@ -22,15 +22,12 @@ from __future__ import annotations
 import copy
 import csv
 import errno
-import functools
 import io
 import logging
 import multiprocessing
 import os
 import re
-import shutil
 import stat
-import subprocess
 import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
@@ -41,10 +38,9 @@ from ..atomic import write_atomic
 from ..checks import ParameterError, check_int
 from . import runner
 from .assignments import CHECK_TAG, HIDDEN_TAG, PROFILE, check_cells, check_spec
+from .sandbox import Sandbox, sandbox
 
 __all__ = [
-    "Sandbox",
-    "sandbox",
     "CheckResult",
     "Grade",
     "read_submission",
@@ -66,70 +62,6 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # Opens a submission without following a symbolic link, and a FIFO without waiting for a writer.
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 _SYMLINK = "a symbolic link: refused, never read (submit the notebook itself)"
-
-
-@dataclass(frozen=True)
-class Sandbox:
-    """How a submission's kernel is confined: `offline` (its own empty network namespace),
-    `readonly` (the project mounted read-only), and its memory limit in MB."""
-
-    root: Path
-    memory_mb: int
-    offline: bool
-    readonly: bool
-
-    def prefix(self, protect: Path) -> list[str]:
-        """The command a kernel is started under; `protect` (papermill's output folder) is
-        mounted read-only beside the project."""
-        script = f'ulimit -v {self.memory_mb * 1024} && exec "$@"'
-        if self.readonly:
-            mount = 'mount --bind -o ro "$1" "$1" && mount --bind -o ro "$2" "$2" && shift 2'
-            return ["unshare", "-n", "-m", "sh", "-c", f"{mount} && {script}", "sh",
-                    str(self.root), str(protect)]  # fmt: skip
-        return [*(["unshare", "-n"] if self.offline else []), "sh", "-c", script, "sh"]
-
-    def describe(self) -> str:
-        network = (
-            "no network (unshare -n)"
-            if self.offline
-            else "NETWORK NOT ISOLATED (unshare -n is not permitted here)"
-        )
-        files = (
-            "project read-only (unshare -m)"
-            if self.readonly
-            else "project writable (a mount namespace is not permitted here)"
-        )
-        return f"{self.memory_mb} MB per kernel, {network}, {files}"
-
-
-def _works(command: list[str]) -> bool:
-    if shutil.which(command[0]) is None:
-        return False
-    return subprocess.run(command, capture_output=True).returncode == 0
-
-
-@functools.cache
-def _probe(root: Path) -> tuple[bool, bool]:
-    """(offline, readonly): what this machine lets a kernel be confined to, tried once."""
-    mount = 'mount --bind -o ro "$0" "$0"'
-    readonly = _works(["unshare", "-n", "-m", "sh", "-c", mount, str(root)])
-    return readonly or _works(["unshare", "-n", "true"]), readonly
-
-
-def sandbox(root: Path, memory_mb: int = 4096) -> Sandbox:
-    """The strongest confinement this machine allows for kernels grading in project `root`."""
-    memory_mb = check_int("--memory", memory_mb, minimum=256)
-    return Sandbox(Path(root).resolve(), memory_mb, *_probe(Path(root).resolve()))
-
-
-def _kernel_manager(box: Sandbox, work: Path, protect: Path):
-    """A kernel manager that starts its kernel in `work`, under the sandbox, over ipc sockets."""
-    return runner.kernel_manager(
-        box.prefix(protect),
-        transport="ipc",
-        ip=str(work / "kernel"),
-        connection_file=str(work / "kernel.json"),
-    )
 
 
 @dataclass
@@ -317,22 +249,24 @@ def _execute(nb, params: dict, timeout: int, box: Sandbox):
         work.mkdir()
         out.mkdir()
         executed = None
-        try:
-            executed = papermill.execute_notebook(
-                nb, str(out / "graded.ipynb"), parameters=params, kernel_name="python3",
-                progress_bar=False, cwd=str(work), execution_timeout=timeout, allow_errors=True,
-                interrupt_on_timeout=True, error_on_timeout=_TIMEOUT,
-                kernel_manager_class=_kernel_manager(box, work, out))  # fmt: skip
-        except papermill.PapermillExecutionError:
-            pass  # some cell raised: every cell still ran, and the errors are scored cell by cell
-        except CellTimeoutError:
-            stopped = f"a cell ran past {timeout} s and did not respond to the interrupt"
-        except Exception as err:  # the kernel died or would not start
-            first = (str(err).strip().splitlines() or [""])[0][:160]
-            stopped = f"{type(err).__name__}: {first}".rstrip(": ")
-        if executed is None:
-            path = out / "graded.ipynb"
-            executed = nbformat.read(str(path), as_version=4) if path.is_file() else nb
+        with box.submission(work, out) as confined:
+            try:
+                executed = papermill.execute_notebook(
+                    nb, str(out / "graded.ipynb"), parameters=params, kernel_name="python3",
+                    progress_bar=False, cwd=str(work), execution_timeout=timeout,
+                    allow_errors=True, interrupt_on_timeout=True, error_on_timeout=_TIMEOUT,
+                    kernel_manager_class=confined.kernel_manager_class)  # fmt: skip
+            except papermill.PapermillExecutionError:
+                pass  # some cell raised: every cell ran, and the errors are scored cell by cell
+            except CellTimeoutError:
+                stopped = f"a cell ran past {timeout} s and did not respond to the interrupt"
+            except Exception as err:  # the kernel died or would not start
+                first = (str(err).strip().splitlines() or [""])[0][:160]
+                stopped = f"{type(err).__name__}: {first}".rstrip(": ")
+            if executed is None:
+                path = out / "graded.ipynb"
+                executed = nbformat.read(str(path), as_version=4) if path.is_file() else nb
+            stopped = stopped or confined.stopped
     return executed, stopped
 
 
