@@ -171,7 +171,22 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds allowed per cell before it is interrupted (default: 60)",
     )
     grade.add_argument(
-        "--memory", type=int, default=4096, help="MB of memory per kernel (default: 4096)"
+        "--memory",
+        type=int,
+        default=4096,
+        help="MB of memory for all of a submission's processes together (default: 4096)",
+    )
+    grade.add_argument(
+        "--processes",
+        type=int,
+        default=256,
+        help="processes and threads of a submission together (default: 256)",
+    )
+    grade.add_argument(
+        "--max-time",
+        type=int,
+        default=900,
+        help="seconds a submission may run in all before it is stopped (default: 900)",
     )
     return parser
 
@@ -232,6 +247,9 @@ _AT_LEAST = {
     "seed_family": ("--seed-family", 0),
     "families": ("--families", 2),
     "jobs": ("--jobs", 1),
+    "memory": ("--memory", 256),
+    "processes": ("--processes", 16),
+    "max_time": ("--max-time", 1),
 }
 
 
@@ -546,22 +564,22 @@ def _grade(project: runner.Project, args) -> int:
 
     book = None if args.csv is None else grading.gradebook_path(args.csv)  # before any grading
     files = grading.collect(args.paths)
-    box = sandbox.sandbox(project.root, args.memory)
+    limits = {"processes": args.processes, "max_time": args.max_time}
+    box = sandbox.sandbox(project.root, args.memory, **limits)
     print(
         f"grading {len(files)} submission(s), {min(args.jobs, len(files))} at a time: "
         f"{assignments.PROFILE} profile, {args.timeout} s per cell, {box.describe()}",
         flush=True,
     )
     grades = grading.grade_class(
-        project, files, timeout=args.timeout, memory_mb=args.memory, jobs=args.jobs,
-        report=lambda g: print(g.summary(remark=len(files) > 1), flush=True),
+        project, files, timeout=args.timeout, memory_mb=args.memory, jobs=args.jobs, book=book,
+        report=lambda g: print(g.summary(remark=len(files) > 1), flush=True), **limits,
     )  # fmt: skip
     if len(grades) == 1 and not grades[0].error:
         for line in [*grades[0].notes, *grades[0].problems]:
             print(f"  {line}")
         print(grades[0].table())
-    if book is not None:
-        grading.write_gradebook(grading.gradebook(grades, files), book)
+    if book is not None:  # written after each row already
         print(f"gradebook: {book}")
     return 0 if all(g.passed for g in grades) else 1
 
