@@ -311,11 +311,14 @@ def _client_class():
     class GradingClient(NotebookClient):
         """An nbclient that runs the notebook's code cells in the kernel but its `checks`
         ({cell index: hidden}) in the check process; `outcomes` holds each check's outcome,
-        `started` the index of the last cell started."""
+        `started` the index of the last cell started, `stuck` that of the last kernel cell
+        interrupted at its time limit (None once a later one ran): where the kernel may still
+        be, when a later request finds it unresponsive."""
 
         def __init__(self, nb, checks: dict, imports: dict, folder: str, **kw):
             super().__init__(nb, log=_QUIET, **kw)
-            self.checks, self.outcomes, self.started = dict(checks), {}, None
+            self.checks, self.outcomes = dict(checks), {}
+            self.started = self.stuck = None
             self.process = _CheckProcess(imports, folder)
 
         async def async_execute(self, reset_kc: bool = False, **kwargs):
@@ -331,6 +334,7 @@ def _client_class():
         ):
             self.started = cell_index
             if cell_index not in self.checks:
+                self.stuck = None
                 return await super().async_execute_cell(
                     cell, cell_index, execution_count, store_history
                 )
@@ -338,6 +342,10 @@ def _client_class():
             self.outcomes[cell_index] = outcome
             cell.outputs = [_shown(outcome, self.checks[cell_index])]
             return cell
+
+        async def _async_handle_timeout(self, timeout, cell=None):
+            self.stuck = self.started
+            return await super()._async_handle_timeout(timeout, cell)
 
         async def _ask(self, request: dict, seconds: float) -> dict:
             """Send one request to the kernel and read its reply between a fresh nonce."""

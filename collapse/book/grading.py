@@ -283,8 +283,9 @@ def _execute(nb, params: dict, timeout: int, box: Sandbox, imports: dict):
             for i, outcome in client.outcomes.items():
                 marks[i]["outcome"] = outcome
             stopped = confined.stopped or stopped  # the sandbox's reason: why the kernel died
-            if stopped and client.started is not None:
-                stopped += f" (in cell `{_first_line(nb.cells[client.started])}`)"
+            where = client.started if client.stuck is None else client.stuck
+            if stopped and where is not None:
+                stopped += f" (in cell `{_first_line(nb.cells[where])}`)"
     return nb, stopped
 
 

@@ -152,8 +152,9 @@ class Sandbox:
         if "mount" in self.namespaces:
             inner += _mounts(self.root, work, protect, private)
         if uid is not None:  # the grader wrote it, readable by its owner alone: the kernel
-            inner.append(f"chown {uid}:{uid} {shlex.quote(str(work / 'kernel.json'))}")
-        run = [*self._drop(uid), "env", "-i", *_environment(private)]
+            chown = shlex.quote(_tool("chown"))
+            inner.append(f"{chown} {uid}:{uid} {shlex.quote(str(work / 'kernel.json'))}")
+        run = [*self._drop(uid), _tool("env"), "-i", *_environment(private)]
         run = " ".join(map(shlex.quote, run)) + ' "$@"'
         # a PID namespace's first process stays root and waits: when it ends, all end
         inner.append(f"{run}; exit $?" if "pid" in self.namespaces else f"exec {run}")
@@ -168,14 +169,14 @@ class Sandbox:
     def _drop(self, uid) -> list[str]:
         """The command that runs the kernel without privileges: setpriv to `uid` (as root),
         or no capabilities in the user namespace; the rlimits where no cgroup limits."""
-        rlimits = [] if self.cgroup else [
-            "prlimit", f"--as={self.memory_mb << 20}", f"--nproc={self.processes}"]  # fmt: skip
+        limits = [f"--as={self.memory_mb << 20}", f"--nproc={self.processes}"]
+        rlimits = [] if self.cgroup else [_tool("prlimit"), *limits]
         if self.user == "uid":
             ids = [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
-            return [*rlimits, "setpriv", *ids, *_DROP]
+            return [*rlimits, _tool("setpriv"), *ids, *_DROP]
         if self.user == "userns":
             bits = "+noroot,+noroot_locked,+no_setuid_fixup,+no_setuid_fixup_locked"
-            return [*rlimits, "setpriv", f"--securebits={bits}", *_DROP]
+            return [*rlimits, _tool("setpriv"), f"--securebits={bits}", *_DROP]
         return rlimits
 
 
@@ -229,7 +230,9 @@ def _environment(private: Path) -> list[str]:
     submission's private HOME (so the grader's ~/.ipython startup files are never run)."""
     home = private / "home"
     env = {k: os.environ[k] for k in _PASSED if k in os.environ}
-    env.setdefault("PATH", os.defpath)
+    # the system's folders last: PATH's own may be hidden in the kernel's view (under /tmp)
+    folders = [*env.get("PATH", "").split(os.pathsep), *os.defpath.split(os.pathsep)]
+    env["PATH"] = os.pathsep.join(dict.fromkeys(f for f in folders if f))
     env |= {k: "1" for k in _ONE_THREAD}
     env |= {
         "HOME": home, "TMPDIR": private / "tmp", "IPYTHONDIR": home / ".ipython",
@@ -242,6 +245,14 @@ def _environment(private: Path) -> list[str]:
         "JPY_PARENT_PID": "1",  # no parent poller: its parent is the namespace's pid 1
     }  # fmt: skip
     return [f"{k}={v}" for k, v in env.items()]
+
+
+@functools.cache
+def _tool(name: str) -> str:
+    """`name`'s real path (links resolved), for the commands that run after the mounts: a
+    folder on PATH may be hidden by then (a PATH entry under /tmp, say)."""
+    found = shutil.which(name)
+    return os.path.realpath(found) if found else name
 
 
 def _library() -> tuple[Path, Path | None]:
@@ -274,12 +285,13 @@ def _mounts(root: Path, work: Path, protect: Path, private: Path) -> list[str]:
     q = shlex.quote
     opened = " ".join(f"{fd}<{q(str(p))}" for fd, (p, _) in enumerate(keep, 3))
     lines = [f"exec {opened}"]
-    lines += [f"mount -t tmpfs -o mode=1777,nosuid,nodev collapse-tmp {q(str(t))}" for t in tmp]
-    lines += [f"mkdir -p {q(str(h))} && mount -t tmpfs -o mode=755,size=64k,nosuid,nodev "
+    mount, mkdir = q(_tool("mount")), q(_tool("mkdir"))
+    lines += [f"{mount} -t tmpfs -o mode=1777,nosuid,nodev collapse-tmp {q(str(t))}" for t in tmp]
+    lines += [f"{mkdir} -p {q(str(h))} && {mount} -t tmpfs -o mode=755,size=64k,nosuid,nodev "
               f"collapse-hidden {q(str(h))}" for h in hidden]  # fmt: skip
     for fd, (path, mode) in enumerate(keep, 3):
         ro = " -o ro" if mode == "ro" else ""
-        lines.append(f"mkdir -p {q(str(path))} && mount -c --bind{ro} /proc/self/fd/{fd} "
+        lines.append(f"{mkdir} -p {q(str(path))} && {mount} -c --bind{ro} /proc/self/fd/{fd} "
                      f"{q(str(path))}")  # fmt: skip
     lines.append("exec " + " ".join(f"{fd}<&-" for fd in range(3, 3 + len(keep))))
     return lines
