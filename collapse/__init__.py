@@ -8,6 +8,8 @@ Wu et al.: masks, attention, stacks at initialisation
                     deployed sparse patterns (Longformer, BigBird, Swin, ...), per-layer lists
     mask_design     deployed sparse-attention patterns as a catalogue, their graphs at many N,
                     radius growth, component spreads and rank agreement
+    memory          the Recurrent Memory Transformer as a toy: segments beside memory tokens,
+                    and its unrolled graph
     attention       masked softmax with temperature, LayerNorm flavours, outlier removal
     san             self-attention stacks at init and their per-layer simulation
     inputs          BERT's embedding output at random init, the stacks' inputs
@@ -23,6 +25,7 @@ Mind the Gap: random attention and its spectrum
     gap_shared      their fast float32 engine for Markov and identity stacks
     gap_width       their sweeps over (gamma, T) cells
     gap_readings    what the chapters read off those runs: spectra, slopes, intervals
+    gap_masks       the outlier(s) of random masked attention, counted and removed
     attention_maps  centred, differential and sigmoid attention, the maps read as implicit fixes
     implicit_fixes  those maps' spectra against T, and where differential attention's outlier
                     leaves the bulk

@@ -27,6 +27,8 @@ __all__ = [
     "summary_by",
     "mean_interval",
     "fall_ratios",
+    "order_by",
+    "spread_states",
 ]
 
 
@@ -269,3 +271,98 @@ def fall_ratios(mu, *, cut: float = 1e-10, floor: float = 1e-17) -> np.ndarray:
     keep = (mu[1:] / mu[:1] > cut) & (falls > 0)
     pairs = keep[:-1] & keep[1:]
     return (falls[1:] / np.where(falls[:-1] > 0, falls[:-1], 1.0))[pairs]
+
+
+def order_by(speed, keys, names, level: float = 0.95) -> pd.DataFrame:
+    """Whether a rate falls as a key grows (a mask's diameter, say), read from paired seeds.
+
+    The cases are grouped by key; for every two adjacent key values k < k', the slowest case
+    of key k (smallest mean speed) is paired with the fastest of key k' (largest mean speed):
+    if each such pair is ordered, every pair of different keys is. Each row gives the mean over
+    seeds of the paired difference, faster minus slower, and its Student t interval
+    (`mean_interval`): positive when the smaller key is faster.
+
+    Parameters
+    ----------
+    speed : array_like
+        (seed, case): a rate per seed and case, larger is faster (e.g. minus a slope).
+    keys : array_like
+        (case,): the ordering quantity, +inf allowed.
+    names : sequence of str
+        (case,): the cases' names.
+    level : float
+        The interval's confidence level.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per adjacent pair of key values: faster, slower (names), key_faster,
+        key_slower, difference, low, high.
+
+    Examples
+    --------
+    >>> speed = np.array([[3.0, 2.0, 2.5, 1.0], [3.2, 2.2, 2.4, 0.9]])
+    >>> rows = order_by(speed, [1, 2, 2, np.inf], ["a", "b", "c", "d"])
+    >>> rows[["faster", "slower", "key_slower"]].values.tolist()
+    [['a', 'c', 2.0], ['b', 'd', inf]]
+    >>> [round(float(x), 6) for x in rows["difference"]]
+    [0.65, 1.15]
+    """
+    speed, keys = np.asarray(speed, dtype=float), np.asarray(keys, dtype=float)
+    if speed.ndim != 2 or speed.shape[1] != keys.size or len(names) != keys.size:
+        raise ParameterError(
+            f"speed must be (seed, case) with one key and name per case, got {speed.shape}, "
+            f"{keys.size} keys, {len(names)} names"
+        )
+    mean, levels, rows = speed.mean(0), np.unique(keys), []
+    for low_key, high_key in zip(levels[:-1], levels[1:], strict=True):
+        low_group, high_group = np.flatnonzero(keys == low_key), np.flatnonzero(keys == high_key)
+        i = low_group[mean[low_group].argmin()]
+        j = high_group[mean[high_group].argmax()]
+        difference, (low, high) = mean_interval(speed[:, i] - speed[:, j], level)
+        rows.append({"faster": names[i], "slower": names[j], "key_faster": low_key,
+                     "key_slower": high_key, "difference": difference, "low": low, "high": high})
+    columns = ["faster", "slower", "key_faster", "key_slower", "difference", "low", "high"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def spread_states(states, n: int, cut: float = 1e-10):
+    """n states of each trajectory, evenly spread over the layers where mu / mu_0 > cut.
+
+    Why: along a collapsing run the tokens' shape changes as mu falls by many orders; a
+    measure compared with mu should see the whole fall, but not the float64 floor below the
+    cut, where rounding, not the dynamics, sets the tokens.
+
+    Parameters
+    ----------
+    states : torch.Tensor
+        (layer, ..., N, d): every layer's tokens of several runs.
+    n : int
+        States kept per run (the first and the last above the cut among them).
+    cut : float
+        The relative mu below which a state is left out.
+
+    Returns
+    -------
+    torch.Tensor
+        (n, ..., N, d).
+
+    Examples
+    --------
+    >>> import torch
+    >>> X = torch.eye(2, dtype=torch.float64) * torch.tensor([1.0, 0.5, 1e-12])[:, None, None]
+    >>> spread_states(X, 2)[:, 0, 0].tolist()  # layers 0 and 1: layer 2 is below the cut
+    [1.0, 0.5]
+    """
+    import torch
+
+    from .metrics import mu
+
+    n = check_int("n", n, minimum=1)
+    values = mu(states)  # (layer, ...)
+    above = values / values[:1] > cut
+    last = (above.cumprod(0).sum(0) - 1).clamp(min=0)  # the last layer above the cut, per run
+    picks = (torch.linspace(0, 1, n, dtype=torch.float64)[:, None] * last.reshape(1, -1)).round()
+    picks = picks.long().reshape(n, *last.shape)  # (n, ...)
+    index = picks[(...,) + (None,) * 2].expand(n, *states.shape[1:])
+    return torch.gather(states, 0, index)

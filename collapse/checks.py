@@ -6,6 +6,7 @@ input to exit status 2 without catching genuine bugs.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterable
 
@@ -27,7 +28,10 @@ def check_int(name: str, value, *, minimum: int | None = None) -> int:
 def check_float(
     name: str, value, *, minimum: float | None = None, positive: bool = False
 ) -> float:
-    """Return `value` as a float, or raise naming `name` and the allowed range."""
+    """Return `value` as a float, or raise naming `name` and the allowed range.
+
+    NaN and the infinities are refused: every comparison with NaN is false, so NaN would pass
+    any range, and an infinite size, rate or tolerance only gives NaN or a run that never ends."""
     if positive:
         allowed = "a number > 0"
     elif minimum is not None:
@@ -37,7 +41,9 @@ def check_float(
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ParameterError(f"{name} must be {allowed}, got {value!r}")
     value = float(value)
-    if value != value or (positive and value <= 0) or (minimum is not None and value < minimum):
+    if not math.isfinite(value):
+        raise ParameterError(f"{name} must be {allowed} and finite, got {value!r}")
+    if (positive and value <= 0) or (minimum is not None and value < minimum):
         raise ParameterError(f"{name} must be {allowed}, got {value!r}")
     return value
 

@@ -29,6 +29,7 @@ import torch
 from . import metrics as _metrics
 from .attention import scale_layernorm
 from .checks import ParameterError, check_float, check_int, check_matrix
+from .rng import generator as _generator
 from .runtime import use_threads
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "fixed_points",
     "basin",
     "basin_fraction",
+    "clear_starts",
     "angle",
     "unit",
     "arc_numbers",
@@ -62,6 +64,8 @@ __all__ = [
     "rank_family",
     "stability_probe",
     "power_norms",
+    "random_orthogonal",
+    "rotation_gap",
 ]
 
 
@@ -182,6 +186,20 @@ def basin_fraction(w: float) -> float:
     return (90 + math.degrees(math.acos(1 / _check_w(w)))) / 360
 
 
+def clear_starts(theta_deg, w: float, margin: float = 1.0) -> np.ndarray:
+    """Which initial angles of token 2 lie more than `margin` degrees from both ends of the
+    basin of P- (theta+ and 270 deg): the starts whose fate rounding cannot decide.
+
+    Examples
+    --------
+    >>> clear_starts([119.5, 121.5, 269.5, 300.0], 2.0).tolist()  # theta+ = 120 deg at w = 2
+    [False, True, False, True]
+    """
+    theta = np.asarray(theta_deg, dtype=float)
+    margin = check_float("margin", margin, positive=True)
+    return np.all([np.abs(theta - end) > margin for end in basin(w)], axis=0)
+
+
 def angle(v: torch.Tensor) -> torch.Tensor:
     """Angle of 2-D vectors (..., 2) in degrees, in [0, 360)."""
     return torch.rad2deg(torch.atan2(v[..., 1], v[..., 0])) % 360
@@ -219,7 +237,7 @@ def arc_numbers(theta, labels, mu_end, mu_no_ln, w: float) -> dict:
         pairs exceed the bound beyond float64 rounding.
     """
     lo, hi = basin(w)
-    clear = (np.abs(theta - lo) > 1) & (np.abs(theta - hi) > 1)
+    clear = clear_starts(theta, w)
     inside = (theta > lo) & (theta < hi)
     lab, s = labels.numpy(), math.sqrt(1 - 1 / w**2)
     pole = torch.tensor([0.0, 1.0], dtype=torch.float64)
@@ -570,3 +588,56 @@ def power_norms(W: torch.Tensor, ts) -> list[float]:
     [2.414, 200.005]
     """
     return [float(torch.linalg.matrix_norm(torch.linalg.matrix_power(W, t), ord=2)) for t in ts]
+
+
+def random_orthogonal(d: int, seed: int) -> torch.Tensor:
+    """A d x d orthogonal matrix drawn from the uniform (Haar) law, float64, from `seed`.
+
+    Why this law: the rebuttal's rotation Z^T W Z is stated for any orthogonal Z; a Haar
+    draw favours no direction, so a coordinate of (0, 1) Z lands near 0 only by chance.
+
+    Examples
+    --------
+    >>> Z = random_orthogonal(3, seed=0)
+    >>> bool(torch.allclose(Z @ Z.T, torch.eye(3, dtype=torch.float64)))
+    True
+    """
+    d = check_int("d", d, minimum=1)
+    G = torch.randn(d, d, generator=_generator(seed), dtype=torch.float64)
+    Q, R = torch.linalg.qr(G)
+    return Q * torch.sign(torch.diagonal(R))  # the sign fix that makes QR's Q Haar
+
+
+def rotation_gap(X0: torch.Tensor, W_V: torch.Tensor, Z: torch.Tensor, steps: int) -> torch.Tensor:
+    """Largest ||X_Z(t) - X(t) Z||_F / ||X(t)||_F over t = 0..steps: how far the run started at
+    X0 Z with value matrix Z^T W_V Z strays from the rotated run X(t) Z (Wu et al.'s reply to
+    their reviewer's Q2 says it never does).
+
+    Both runs are the layers of `iterate` with LayerNorm, stepped side by side; nothing but
+    the running maximum is kept. X0 (..., N, d), W_V and Z (..., d, d) broadcast together
+    (put the Z's on their own leading dim); the result has the broadcast batch shape.
+
+    Examples
+    --------
+    >>> X0 = angle_grid_states([200.0, 300.0])
+    >>> Z = random_orthogonal(2, seed=1)
+    >>> bool(rotation_gap(X0, value_matrix(2, 2.0), Z, 50).max() < 1e-14)
+    True
+    """
+    check_matrix("X0", X0)
+    check_matrix("Z", Z, square=True)
+    steps = check_int("steps", steps, minimum=0)
+    X, W_V, Z = X0.double(), W_V.double(), Z.double()
+    rotated, W_Z, counts = X @ Z, Z.transpose(-1, -2) @ W_V @ Z, _counts(X0.shape[-2])
+
+    def gap(X, rotated):
+        return torch.linalg.vector_norm(rotated - X @ Z, dim=(-2, -1)) / torch.linalg.vector_norm(
+            X, dim=(-2, -1)
+        )
+
+    worst = gap(X, rotated)
+    with use_threads(1), torch.no_grad():
+        for _ in range(steps):
+            X, rotated = _layer(X, W_V, counts, True), _layer(rotated, W_Z, counts, True)
+            worst = torch.maximum(worst, gap(X, rotated))
+    return worst

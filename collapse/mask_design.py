@@ -90,6 +90,9 @@ CATALOGUE: dict[str, Pattern] = {
         "sink window", "StreamingLLM", "sink_window", {"window": 4, "n_sink": 4}
     ),
     "strided": Pattern("strided", "Sparse Transformer", "strided"),
+    "sparse_fixed": Pattern(
+        "Sparse fixed", "Sparse Transformer", "sparse_fixed", {"block": 16, "summary": 2}
+    ),
     "longformer": Pattern("Longformer", "Longformer", "longformer", {"window": 4, "n_global": 1}),
     "longformer_local": Pattern(
         "Longformer, no global", "Longformer", "longformer", {"window": 4, "n_global": 0}
@@ -112,6 +115,7 @@ CATALOGUE: dict[str, Pattern] = {
     "neighborhood": Pattern(
         "neighborhood (2-D)", "NAT", "neighborhood_2d", {"kernel": 7}
     ),
+    "slide": Pattern("Slide (2-D)", "Slide-Transformer", "slide_2d", {"kernel": 3}),
     "swin": Pattern("Swin, no shift", "Swin", "swin_2d", {"window": 4}),
     "swin_shifted": Pattern(
         "Swin, shifted", "Swin", "swin_2d", {"window": 4}, shifted=True
@@ -122,10 +126,10 @@ CATALOGUE: dict[str, Pattern] = {
 # The catalogue's patterns by family, as a figure groups them: dense, global, sink and
 # strided patterns; 1-D local windows; 2-D windows.
 FAMILIES = (
-    ("complete", "causal", "streaming_llm", "strided", "longformer", "longformer_dilated_global",
-     "bigbird"),
+    ("complete", "causal", "streaming_llm", "strided", "sparse_fixed", "longformer",
+     "longformer_dilated_global", "bigbird"),
     ("sliding_window", "mistral", "longformer_local", "longformer_dilated"),
-    ("neighborhood", "swin", "swin_shifted"),
+    ("neighborhood", "slide", "swin", "swin_shifted"),
 )
 
 

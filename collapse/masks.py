@@ -158,6 +158,25 @@ def _bigbird(n, device, window=1, n_global=1, n_random=1, seed=0):
     return mask.scatter(-1, keys, True)
 
 
+def _sparse_fixed(n, device, block=None, summary=1):
+    """The "fixed" pattern of the Sparse Transformer (Child et al. 2019, arXiv:1904.10509):
+    causal, j <= i with j in the block of `block` tokens that holds i, or j one of the last
+    `summary` positions of its block (a "summary" position, which every later token sees).
+
+    The union of the paper's two heads (A1, the own block; A2, the summary positions),
+    merged as `strided` merges its two; the paper takes blocks of l = 128 or 256 tokens with
+    c = 8 to 32 summary positions; the default block is floor(sqrt(n)), as for `strided`.
+    """
+    block = math.isqrt(n) if block is None else check_int("block", block, minimum=1)
+    summary = check_int("summary", summary, minimum=1)
+    if summary > block:
+        raise ParameterError(f"summary must be an int in [1, block={block}], got {summary}")
+    i = torch.arange(n, device=device)
+    same_block = (i[:, None] // block) == (i[None, :] // block)
+    is_summary = i % block >= block - summary
+    return (_offsets(n, device) >= 0) & (same_block | is_summary[None, :])
+
+
 def _grid(n: int, device) -> tuple[int, torch.Tensor, torch.Tensor]:
     """The side of the grid of n tokens and every token's row and column."""
     side = math.isqrt(n)
@@ -183,6 +202,28 @@ def _neighborhood_2d(n, device, kernel=3):
         start = (x - kernel // 2).clamp(0, side - kernel)
         off = x[None, :] - start[:, None]
         return (off >= 0) & (off < kernel)
+
+    return near(row) & near(col)
+
+
+def _slide_2d(n, device, kernel=3):
+    """Slide-Transformer's local attention (Pan et al., CVPR 2023, arXiv:2304.04237): each
+    token attends to the `kernel` x `kernel` window centred on it, cut at the borders of the
+    grid, so that a border query has fewer keys (a corner one (kernel // 2 + 1)^2), where
+    Neighborhood Attention (`neighborhood_2d`) shifts the window inward and keeps kernel^2.
+
+    Slide attention gathers the window by shifting the zero-padded feature map: a border
+    query also scores the padded positions, whose keys and values are zero at the fixed
+    shift. They are no tokens (no edge of the mask graph), so the mask leaves them out and
+    the softmax runs over the real keys only. Slide-Swin uses kernel 3; it must be odd.
+    """
+    _, row, col = _grid(n, device)
+    kernel = check_int("kernel", kernel, minimum=1)
+    if kernel % 2 == 0:
+        raise ParameterError(f"kernel must be an odd int >= 1, got {kernel}")
+
+    def near(x):  # along one axis: key j lies within kernel // 2 of query i
+        return (x[:, None] - x[None, :]).abs() <= kernel // 2
 
     return near(row) & near(col)
 
@@ -240,6 +281,8 @@ REGISTRY: dict[str, Entry] = {
     "bigbird": Entry(_bigbird, "BigBird"),
     "neighborhood_2d": Entry(_neighborhood_2d, "neighborhood (2-D)"),
     "swin_2d": Entry(_swin_2d, "Swin"),
+    "sparse_fixed": Entry(_sparse_fixed, "Sparse fixed", color=7, linestyle=":"),
+    "slide_2d": Entry(_slide_2d, "Slide (2-D)", color=7, linestyle="--"),
     # variants: a dilated window (i, i +- 2) plus one global token; a window of half-width 4
     "dilated_global": Entry(
         _longformer,

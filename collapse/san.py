@@ -47,7 +47,14 @@ __all__ = [
 ]
 
 VARIANTS = ("attention", "skip", "ln", "skip_ln", "full")
-INITS = ("torch_default", "bert_normal", "orthogonal_v", "spectral_v", "gaussian_v")
+INITS = (
+    "torch_default",
+    "bert_normal",
+    "orthogonal_v",
+    "spectral_v",
+    "gaussian_v",
+    "orthogonal_vo",
+)
 # BERT's exact GELU and GPT-2's tanh approximation ("gelu_new").
 ACTIVATIONS = {
     "gelu": torch.nn.functional.gelu,
@@ -176,6 +183,9 @@ class LayerWeights:
         return self.map(lambda t: t.to(*args, **kwargs))
 
 
+# The roles each init draws orthogonal: "orthogonal_vo" makes the whole value path W_V W_O
+# orthogonal (the same W_V as "orthogonal_v"; everything else as "torch_default").
+_ORTHOGONAL = {"orthogonal_v": ("W_V",), "orthogonal_vo": ("W_V", "W_O")}
 # Each (role) has its own random stream; the index is part of the stream's seed.
 _ROLES = ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V", "W_O", "b_O", "W_1", "b_1", "W_2", "b_2")
 
@@ -192,7 +202,7 @@ def _draw(config: SANConfig, seed: int, layer: int, role: str, fan_in: int, shap
         )
     elif role == "W_V" and config.init == "gaussian_v":  # N(0, 1/d): E ||x W_V||^2 = ||x||^2
         t = torch.randn(shape, generator=g, dtype=torch.float64) / math.sqrt(fan_in)
-    elif role == "W_V" and config.init == "orthogonal_v":
+    elif role in _ORTHOGONAL.get(config.init, ()):  # Haar: the Q of a Gaussian's QR
         q, r = torch.linalg.qr(torch.randn(shape, generator=g, dtype=torch.float64))
         t = q * torch.sign(torch.diagonal(r))
     else:  # torch default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases

@@ -168,6 +168,20 @@ QUOTES: dict[str, Source] = {
         "Without LayerNorm, whether or not $X$ goes to zero as $\\mu$ goes to zero depends on "
         "many factors, including the mask, the initial inputs, and the model parameters.",
     ),
+    "wu-layernorm-cosine": Source(
+        _WU_REPLY,
+        "reply to Q1 on X converging to 0",
+        "In the case with LayerNorm, X would not converge to 0 and hence the convergence of "
+        "$\\mu(X)$ to zero implies convergence to the same point on the unit sphere. In this "
+        "case, it is equivalent to the cosine similarity going to one.",
+    ),
+    "wu-not-orthogonal": Source(
+        _WU_REPLY,
+        "follow-up reply to Q1 on initialisation",
+        "It is important to note that while finite random uniform matrices are orthogonal in "
+        "expectation, each realization is not orthogonal. Hence the phenomenon in experiments "
+        "does not contradict our theoretical results.",
+    ),
     "wu-random-values": Source(
         _WU_REPLY,
         "reply to Q2 on non-orthogonal value weights",
@@ -186,6 +200,22 @@ QUOTES: dict[str, Source] = {
         "reply to Q4 on doubly exponential rates",
         "we believe that the results in Dong et al. 2020 are specific to their setting and "
         "would not trivially extend to other settings, including ours.",
+    ),
+    "wu-mu-standard": Source(
+        _WU_REPLY,
+        "follow-up reply to Q4 on the collapse measure",
+        "Our definition of $\\mu$ is standard: it is mathematically equivalent to the "
+        "definition of the measure $**res**$ used in Dong et al. (the original rank collapse "
+        "paper), and the definition adopted in more recent e.g. Geshkovski et al. to study "
+        "convergence of tokens in transformers.",
+    ),
+    "wu-rotated-counterexample": Source(
+        _WU_REPLY,
+        "follow-up reply to Q2 on zero activations",
+        "If one replaces $W$ in the example with $W_{Z} = Z^{T}WZ$ where $Z$ is an orthogonal "
+        "matrix, then the trajectory of $X^{(t)}$ of the new dynamics would be $X_Z^{(t)} = "
+        "X^{(t)}Z$. Notice that under the new dynamics, the first token is going to converge "
+        "to $(0,1)Z$, which clearly may not have any zero activation.",
     ),
     # Mind the Gap, the paper
     "mtg-fix": Source(

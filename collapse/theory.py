@@ -35,6 +35,7 @@ __all__ = [
     "result_counts",
     "token_sets",
     "min_cosine",
+    "orthogonality_defect",
     "composite_norm",
     "dong_residual",
     "dong_beta",
@@ -275,6 +276,41 @@ def min_cosine(X: torch.Tensor) -> torch.Tensor:
     whether Corollary 1's non-negative cosines hold."""
     cos = X @ X.transpose(-1, -2)
     return (cos + 2 * torch.eye(X.shape[-2], dtype=X.dtype)).amin(dim=(-2, -1))
+
+
+def orthogonality_defect(W: torch.Tensor) -> torch.Tensor:
+    """How far W is from a multiple of a matrix with orthonormal columns, the value matrices
+    of Theorem 2: ||W^T W / c - I||_F / sqrt(n) with c = ||W||_F^2 / n, for W (..., m, n).
+
+    It is the coefficient of variation of W's squared singular values, 0 exactly for a
+    scaled orthogonal (or, m > n, isometric) W and independent of W's scale, which
+    LayerNorm divides out. For i.i.d. entries and m >= n both large the Marchenko-Pastur
+    law gives sqrt(n / m): 1 for a square matrix, whatever its size.
+
+    Parameters
+    ----------
+    W : torch.Tensor
+        Shape (..., m, n), batched over leading dims; not zero.
+
+    Returns
+    -------
+    torch.Tensor
+        Shape (...), float64.
+
+    Examples
+    --------
+    >>> W = torch.diag(torch.tensor([1.0, 3.0**0.5], dtype=torch.float64))
+    >>> round(orthogonality_defect(W).item(), 12)  # squared singular values 1 and 3
+    0.5
+    >>> orthogonality_defect(2 * torch.eye(3)).item()
+    0.0
+    """
+    W = W.to(torch.float64)
+    n = W.shape[-1]
+    gram = W.transpose(-1, -2) @ W
+    scale = gram.diagonal(dim1=-2, dim2=-1).sum(-1) / n  # mean squared singular value
+    eye = torch.eye(n, dtype=torch.float64, device=W.device)
+    return torch.linalg.matrix_norm(gram / scale[..., None, None] - eye) / math.sqrt(n)
 
 
 def composite_norm(X: torch.Tensor) -> torch.Tensor:

@@ -258,3 +258,24 @@ def test_stability_modes_predict_the_fate_of_perturbations():
 def test_bad_inputs(call, match):
     with pytest.raises(ParameterError, match=match):
         call()
+
+
+def test_random_orthogonal_is_orthogonal_and_seeded():
+    Z = ce.random_orthogonal(2, seed=3)
+    torch.testing.assert_close(Z @ Z.T, torch.eye(2, dtype=torch.float64))
+    torch.testing.assert_close(Z, ce.random_orthogonal(2, seed=3), rtol=0, atol=0)
+    assert not torch.equal(Z, ce.random_orthogonal(2, seed=4))
+
+
+def test_rotated_construction_follows_the_rotated_trajectory():
+    """The reply to Q2: W_Z = Z^T W Z from X0 Z runs along X(t) Z; a matrix that is not
+    orthogonal, or a wrong W_Z, would not."""
+    X0 = ce.angle_grid_states(np.arange(5.0, 360.0, 30.0))
+    W = torch.stack([ce.value_matrix(2, w) for w in (2.0, 4.0)])[:, None]  # (w, 1, 2, 2)
+    Z = torch.stack([ce.random_orthogonal(2, s) for s in range(3)])[:, None, None]
+    gap = ce.rotation_gap(X0, W, Z, 300)
+    assert gap.shape == (3, 2, len(X0))
+    assert gap.max() < 1e-13
+    assert ce.rotation_gap(X0, W, torch.eye(2, dtype=torch.float64), 300).max() == 0
+    shear = torch.tensor([[1.0, 0.3], [0.0, 1.0]], dtype=torch.float64)  # not orthogonal
+    assert ce.rotation_gap(X0, W, shear, 300).max() > 1e-3

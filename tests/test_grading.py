@@ -1,24 +1,29 @@
 """Grading a class: points, hidden checks, the gradebook, and every submission in a sandbox of
 its own.
 
-A toy project exercises points and hidden checks in seconds. Then a class of chapter 01's
-assignment (solved; unsolved as issued; an endless loop; a deleted check; one that tries the
-network; one that allocates far too much memory; one that answers by calling the library; one
-that tries to rewrite the chapter) is graded by one `collapse grade DIR --csv`, on a copy of
-the project, so that nothing a submission does can reach this checkout.
+A toy project exercises points and hidden checks in seconds. Then one class of chapter 01's
+assignment is graded by one `collapse grade DIR --csv --jobs 2`, on a copy of the project, so
+that nothing a submission does can reach this checkout: solved; unsolved as issued; an endless
+loop; a deleted check; one that tries the network; one that allocates far too much memory; one
+that answers by calling the library; one that tries to rewrite the chapter; and every attack on
+the checks (tests/attacks_checks.py) and on the sandbox (tests/attacks_sandbox.py). One class
+for all: each submission costs a kernel and the chapter's fast run.
 """
 
+import copy
 import csv
 import textwrap
 from pathlib import Path
 
+import attacks_checks
+import attacks_sandbox
 import jupytext
 import nbformat
 import pytest
 from conftest import TOY_OPENING, copy_sources, tagged, toy_project
 from conftest import run_collapse as collapse
 
-from collapse.book import assignments, grading, runner
+from collapse.book import assignments, grading, runner, sandbox
 from collapse.checks import ParameterError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -226,10 +231,35 @@ def _delete_first_check(nb):
     nb.cells.remove(tagged(nb, "check")[0])
 
 
+GRADED = ":::{exercise} The radius of a window, in closed form (graded)"
+
+
+def graded_part(chapter: Path) -> None:
+    """Cut chapter 01 (in a scratch project) to what its graded exercise needs: its header and
+    parameters, the values the checks read (`n_tokens`, `graph`), then the exercise, its
+    solution and its checks verbatim. Graded, a submission runs as against the chapter, its
+    checks the same, in a few seconds rather than the whole chapter's run: a class of forty
+    submissions is affordable."""
+    nb = jupytext.read(chapter)
+    cells = nb.cells
+    params = next(i for i, c in enumerate(cells) if "parameters" in c.metadata.get("tags", []))
+    start = next(i for i, c in enumerate(cells) if GRADED in c.source)
+    exercise = copy.deepcopy(cells[start])
+    exercise.source = exercise.source[exercise.source.index(GRADED) :]
+    values = nbformat.v4.new_code_cell(
+        "import math\n\nfrom collapse import masks, theory\n\n"
+        "names = ['sliding_window', 'causal_sliding_window']\n"
+        "graph = theory.mask_table({m: masks.make(m, n_tokens) for m in names})"
+    )
+    nb.cells = [*cells[: params + 1], values, exercise, *cells[start + 1 :]]
+    jupytext.write(nb, chapter, fmt="md:myst")
+
+
 @pytest.fixture(scope="module")
 def chapter_class(tmp_path_factory):
     """The class, graded: (project copy, CSV rows, the command's output, the sandbox)."""
     root = copy_sources(tmp_path_factory.mktemp("project"))
+    graded_part(root / "notebooks" / f"{CHAPTER}.md")
     issued = root / "issued"
     result = collapse("--root", root, "assignments", CHAPTER, "--out", issued)
     assert result.returncode == 0, result.stderr
@@ -249,41 +279,49 @@ def chapter_class(tmp_path_factory):
         ("memory", f"import numpy as np\njunk = np.ones(6 * 10**8)\n{SOLVED}", None),  # 4.8 GB
         ("library", LIBRARY, None),
         ("tamper", f"open({str(chapter)!r}, 'a').write('# graded by me')\n{SOLVED}", None),
+        *((name, *attack) for name, attack in attacks_checks.ATTACKS.items()),
+        *((name, *attack) for name, attack in attacks_sandbox.ATTACKS.items()),
     ]:
         answered(issued, folder / f"{name}.ipynb", answer, edit)
     book = root / "grades.csv"
     before = chapter.read_text()
     result = collapse(
-        "--root", root, "grade", folder, "--csv", book, "--jobs", "2", "--timeout", "60",
+        "--root", root, "grade", folder, "--csv", book, "--jobs", "2", "--timeout", "30",
         "--memory", "3072", timeout=1800,
     )  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr  # not every student passed
-    box = grading.sandbox(root, 3072)
+    box = sandbox.sandbox(root, 3072)
     return root, read_csv(book), result.stdout, box, before == chapter.read_text()
 
 
 def test_a_class_is_graded_into_a_gradebook(chapter_class):
     _, rows, out, _, _ = chapter_class
+    attacks = [*attacks_checks.ATTACKS, *attacks_sandbox.ATTACKS]
     assert sorted(rows) == sorted(
-        ["solved", "unsolved", "endless", "deleted", "network", "memory", "library", "tamper"]
-    )
+        ["solved", "unsolved", "endless", "deleted", "network", "memory", "library", "tamper",
+         *attacks]
+    )  # fmt: skip
     full = rows["solved"]["max"]
     assert int(full) >= 5 and rows["solved"]["total"] == full and rows["solved"]["error"] == ""
     assert rows["unsolved"]["total"] == "0" and "is not answered yet" in rows["unsolved"]["error"]
     assert rows["endless"]["total"] == "0"
-    assert "`while True:` was stopped after 60 s" in rows["endless"]["error"]
+    assert "`while True:` was stopped after 30 s" in rows["endless"]["error"]
     assert (
         rows["deleted"]["total"] == full
         and "was deleted and is restored" in (rows["deleted"]["error"])
     )
-    assert rows["memory"]["total"] == "0" and "MemoryError" in rows["memory"]["error"]
+    # killed at the submission's memory limit (a cgroup), or MemoryError (a limit per process)
+    assert rows["memory"]["total"] == "0"
+    assert "memory limit" in rows["memory"]["error"] or "MemoryError" in rows["memory"]["error"]
     # the library answers the visible checks but cannot build a mask of 10^9 tokens
     hidden = [k for k in rows["library"] if k.endswith(", hidden)")]
     assert hidden and all(rows["library"][k] == "0" for k in hidden)
     visible = [k for k in rows["library"] if k.endswith(" pt)")]
     assert visible and all(rows["library"][k] == rows["solved"][k] for k in visible)
     assert 0 < int(rows["library"]["total"]) < int(full)
-    assert out.startswith("grading 8 submission(s), 2 at a time: fast profile, 60 s per cell")
+    assert out.startswith(
+        f"grading {8 + len(attacks)} submission(s), 2 at a time: fast profile, 30 s per cell"
+    )
     assert "Traceback" not in out
 
 
@@ -295,6 +333,23 @@ def test_the_sandbox_keeps_student_code_off_the_network_and_the_project(chapter_
     assert "no network (unshare -n)" in out
     assert rows["network"]["total"] == "0" and "URLError" in rows["network"]["error"]
     if not box.readonly:
-        pytest.skip("SKIPPED LOUDLY: no mount namespace here: the project is writable")
+        pytest.skip("SKIPPED LOUDLY: no mount namespace here: the project is visible")
+    assert "project hidden, private HOME and /tmp (unshare -m)" in out
     assert unchanged, "a submission changed the chapter it was graded against"
-    assert rows["tamper"]["total"] == "0" and "Read-only file system" in rows["tamper"]["error"]
+    # the chapter is out of the kernel's sight: an empty folder is mounted over the project
+    assert rows["tamper"]["total"] == "0" and "FileNotFoundError" in rows["tamper"]["error"]
+
+
+def test_no_attack_on_the_checks_scores(chapter_class):
+    """Every trick in the kernel or the notebook scores what an unsolved notebook scores, and
+    no row quotes the hidden check."""
+    _, rows, _, _, _ = chapter_class
+    assert attacks_checks.check_rows(rows) == []
+
+
+def test_no_attack_on_the_sandbox_scores(chapter_class):
+    _, rows, out, box, _ = chapter_class
+    refused = attacks_sandbox.refused(box)
+    assert attacks_sandbox.check_rows(rows, skip=refused) == []
+    if refused:
+        pytest.skip(f"SKIPPED LOUDLY: this machine refuses the defence against {refused}")

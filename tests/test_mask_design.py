@@ -128,6 +128,20 @@ def test_hand_counted_radii():
     ]
 
 
+def test_the_new_catalogue_patterns_grow_as_their_structure_says():
+    """Slide's 3 x 3 windows cut at the border: radius side / 2 (a square root of N); the
+    Sparse Transformer's fixed blocks: radius 2 at any N, token 0 the one center."""
+    patterns = {k: mask_design.CATALOGUE[k] for k in ["slide", "sparse_fixed"]}
+    table = mask_design.graph_table(patterns, [64, 256, 1024]).set_index(["pattern", "n"])
+    assert [table.loc[("slide", n), "radius"] for n in (64, 256, 1024)] == [4, 8, 16]
+    assert (table.loc["sparse_fixed", "radius"] == 2).all()
+    assert (table.loc["sparse_fixed", "centers"] == 1).all()
+    assert table.loc["slide", "strongly_connected"].all()
+    by_n, growth = mask_design.growth_table(table.reset_index())
+    assert growth.loc["slide", "law"] == "square root of N"
+    assert growth.loc["sparse_fixed", "law"] == "constant"
+
+
 def test_graph_table_has_one_row_per_pattern_and_size():
     patterns = {k: mask_design.CATALOGUE[k] for k in ["causal", "swin"]}
     table = mask_design.graph_table(patterns, [16, 64])

@@ -126,7 +126,8 @@ def hand(*rows: str) -> torch.Tensor:
 
 
 def test_names_list_the_deployed_patterns():
-    deployed = {"sink_window", "strided", "longformer", "bigbird", "neighborhood_2d", "swin_2d"}
+    deployed = {"sink_window", "strided", "sparse_fixed", "longformer", "bigbird"}
+    deployed |= {"neighborhood_2d", "slide_2d", "swin_2d"}
     assert deployed <= set(masks.names())
     for name in masks.names():
         assert masks.make(name, 16).diagonal().all()  # self-loops (A1) at the defaults
@@ -160,6 +161,37 @@ def test_strided_against_a_hand_built_mask():
     assert masks.radius(mask) == 2 and masks.centers(mask) == [0]
     assert torch.equal(masks.make("strided", 8, stride=1), masks.make("causal", 8))
     assert torch.equal(masks.make("strided", 20), masks.make("strided", 20, stride=4))
+
+
+def test_sparse_fixed_against_a_hand_built_mask():
+    """Blocks of 4, the last position of each a summary: token 3 is seen by every later token,
+    the rest of block 0 by block 0 alone."""
+    mask = masks.make("sparse_fixed", 8, block=4, summary=1)
+    expected = hand(
+        "10000000",
+        "11000000",
+        "11100000",
+        "11110000",
+        "00011000",
+        "00011100",
+        "00011110",
+        "00011111",
+    )
+    assert torch.equal(mask, expected)
+    assert masks.radius(mask) == 2 and masks.centers(mask) == [0]
+    two = masks.make("sparse_fixed", 8, block=4, summary=2)
+    assert two[7].tolist() == [False, False, True, True, True, True, True, True]
+    # Blocks of one token are all summaries, and one block is the whole causal mask.
+    assert torch.equal(masks.make("sparse_fixed", 8, block=1), masks.make("causal", 8))
+    assert torch.equal(masks.make("sparse_fixed", 8, block=8), masks.make("causal", 8))
+    assert torch.equal(masks.make("sparse_fixed", 20), masks.make("sparse_fixed", 20, block=4))
+
+
+@pytest.mark.parametrize("n", [64, 256, 1024])
+def test_sparse_fixed_has_radius_two_like_strided(n):
+    mask = masks.make("sparse_fixed", n, block=16, summary=2)
+    assert masks.radius(mask) == 2 and masks.centers(mask) == [0]
+    assert masks.diameter(mask) == math.inf
 
 
 def test_longformer_against_a_hand_built_mask():
@@ -231,6 +263,35 @@ def test_neighborhood_2d_every_query_has_kernel_squared_keys(side, kernel):
     assert rows.min() == side // 2 - half and cols.max() == side // 2 + half  # centred inside
     if kernel == side:
         assert mask.all()
+
+
+def test_slide_2d_against_a_hand_built_mask():
+    """Kernel 3 on a 4 x 4 grid, the window cut at the border: a corner sees 4 keys, an edge
+    token 6, an inner token 9 (Neighborhood Attention would give every token 9)."""
+    mask = masks.make("slide_2d", 16, kernel=3)
+    rows = {0: "1100 1100 0000 0000", 1: "1110 1110 0000 0000", 5: "1110 1110 1110 0000"}
+    for query, keys in rows.items():
+        assert torch.equal(mask[query], hand(keys)[0]), query
+    grid = mask.sum(-1).reshape(4, 4)
+    assert grid.tolist() == [[4, 6, 6, 4], [6, 9, 9, 6], [6, 9, 9, 6], [4, 6, 6, 4]]
+    assert torch.equal(mask, mask.T)  # cut windows are symmetric; NAT's shifted ones are not
+
+
+@pytest.mark.parametrize("side, kernel", [(8, 3), (8, 5), (16, 3), (16, 7)])
+def test_slide_2d_is_the_neighborhood_window_cut_at_the_border(side, kernel):
+    slide = masks.make("slide_2d", side * side, kernel=kernel)
+    nat = masks.make("neighborhood_2d", side * side, kernel=kernel)
+    assert not (slide & ~nat).any()  # every key of a cut window is in the shifted window
+    half = kernel // 2
+    inner = [r * side + c for r in range(half, side - half) for c in range(half, side - half)]
+    assert torch.equal(slide[inner], nat[inner])  # away from the border they are the same
+    assert masks.radius(slide) == math.ceil((side // 2) / half)
+    assert masks.radius(slide) >= masks.radius(nat)
+
+
+def test_slide_2d_of_kernel_one_and_of_the_whole_grid():
+    assert torch.equal(masks.make("slide_2d", 16, kernel=1), torch.eye(16, dtype=torch.bool))
+    assert masks.make("slide_2d", 16, kernel=7).all()
 
 
 def test_swin_2d_against_hand_built_masks():
@@ -343,6 +404,11 @@ def test_graph_functions_of_a_list_measure_one_period():
             r"kernel must be an odd int in \[1, side=4\], got 5",
         ),
         (lambda: masks.make("swin_2d", 15), "n must be a square"),
+        (lambda: masks.make("slide_2d", 16, kernel=4), "kernel must be an odd int >= 1, got 4"),
+        (
+            lambda: masks.make("sparse_fixed", 16, block=4, summary=5),
+            r"summary must be an int in \[1, block=4\], got 5",
+        ),
         (
             lambda: masks.make("swin_2d", 16, window=3),
             "window must be an int >= 1 dividing the grid side 4, got 3",

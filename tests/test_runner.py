@@ -170,6 +170,28 @@ def test_run_caches_until_something_changes(project):
     assert not list(project.executed_dir.glob(".*partial"))
 
 
+def test_two_runs_of_a_chapter_at_once_never_share_a_scratch_file(project, monkeypatch):
+    """A second `collapse run 01` while the first runs: papermill writes each run's notebook
+    into a scratch file of its own, and the second, ending first, leaves the first's alone."""
+    import nbformat
+
+    ((toy, params),) = runner.plan(project, ["toy"], "book", {})
+    scratch = []
+
+    def papermill(source, output, *args):
+        scratch.append(output)
+        output.write_text("{}")  # papermill saves the notebook as its cells run
+        if len(scratch) == 1:
+            runner.execute(project, toy, params, "book", force=True)  # the other run
+            assert output.read_text() == "{}", "the other run removed or rewrote this scratch file"
+        return nbformat.v4.new_notebook()
+
+    monkeypatch.setattr(runner, "_papermill", papermill)
+    assert runner.execute(project, toy, params, "book", force=True).status == "executed"
+    assert len(set(scratch)) == 2 and all(p.parent == project.executed_dir for p in scratch)
+    assert not [p.name for p in project.executed_dir.iterdir() if p.name.startswith(".")]
+
+
 @pytest.mark.execution
 def test_a_raising_notebook_names_cell_and_error(project):
     ((nb, params),) = runner.plan(project, ["02"], "book", {})

@@ -435,3 +435,16 @@ def test_cuda_matches_cpu(gen):
 def test_bad_inputs(call, match):
     with pytest.raises(ParameterError, match=match):
         call()
+
+
+def test_orthogonal_value_path_draws_w_v_and_w_o_orthogonal_and_keeps_every_other_weight():
+    config = san.SANConfig.bert(variant="ln", n_layers=1, d=24, n_heads=3)
+    orthogonal = san.init_layer(replace(config, init="orthogonal_vo"), 0, seed=4)
+    default = san.init_layer(config, 0, seed=4)
+    eye = torch.eye(24, dtype=torch.float64)
+    for W in (orthogonal.W_V, orthogonal.W_O, orthogonal.W_V @ orthogonal.W_O):
+        torch.testing.assert_close(W.T @ W, eye)
+    only_v = san.init_layer(replace(config, init="orthogonal_v"), 0, seed=4)
+    assert torch.equal(orthogonal.W_V, only_v.W_V) and torch.equal(only_v.W_O, default.W_O)
+    for role in ("W_Q", "W_K", "b_Q", "b_K", "b_V", "b_O"):
+        assert torch.equal(getattr(orthogonal, role), getattr(default, role)), role

@@ -181,3 +181,17 @@ def test_layernorm_rate_with_underflowed_eps_guarantees_nothing():
         theory.layernorm_rate(masks.make("causal", 4), 1.5, d=8, nonnegative_cosines=True)
     with pytest.raises(ParameterError, match="eps must be a number >= 0"):
         theory.layernorm_rate(masks.make("causal", 4), -0.1, d=8, nonnegative_cosines=True)
+
+
+def test_orthogonality_defect_is_zero_for_orthogonal_maps_and_marchenko_pastur_for_iid():
+    gen = torch.Generator().manual_seed(3)
+    q, _ = torch.linalg.qr(torch.randn(64, 64, generator=gen, dtype=torch.float64))
+    assert theory.orthogonality_defect(5 * q).item() < 1e-13
+    assert theory.orthogonality_defect(q[:, :8]).item() < 1e-13  # orthonormal columns
+    # uniform i.i.d. entries: sqrt(n / m) for an m x n matrix, up to finite-size terms
+    W = torch.rand(2, 768, 64, generator=gen, dtype=torch.float64) * 2 - 1
+    defect = theory.orthogonality_defect(W)
+    assert defect.shape == (2,)
+    assert defect.numpy() == pytest.approx([math.sqrt(64 / 768)] * 2, rel=0.05)
+    square = theory.orthogonality_defect(torch.rand(256, 256, generator=gen) * 2 - 1).item()
+    assert square == pytest.approx(1.0, rel=0.1)

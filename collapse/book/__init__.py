@@ -5,9 +5,12 @@
     scoreboard   verdict records collected, checked against expectations.yml, listed
     assignments  assignment notebooks and the student edition: solutions, checks, hidden checks
     grading      a class graded into a gradebook, each submission in a sandbox of its own
+    sandbox      the confinement of a submission's kernel: its user, namespaces, limits
+    checkhost    the grader's check process: checks run on plain data from the kernel
+    wire         the plain data that crosses from a student's kernel, checked on arrival
     executors    where stale notebooks and sweep chunks run: here, or on a Dask cluster
     progress     long loops' progress lines, shown by `collapse run`, never kept in a notebook
-    mathjax      the book's local MathJax copy, fetched from the npm registry
+    mathjax      the book's local MathJax copy, from the sphinx-mathjax-offline package
     pages        an executed notebook made a book page: verdicts at a glance, downloads
     figdata      each figure's data (CSV) written beside it and linked under it
     status       the build-status page: per chapter its profile, time, digest, verdicts

@@ -158,7 +158,9 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument(
         "paths", type=Path, nargs="+", metavar="PATH", help="a submission (.ipynb) or a folder"
     )
-    grade.add_argument("--csv", type=Path, help="write the gradebook, one row per submission")
+    grade.add_argument(
+        "--csv", metavar="FILE", help="write the gradebook, one row per submission"
+    )
     grade.add_argument(
         "--jobs", type=int, default=1, help="submissions graded at once (default: 1)"
     )
@@ -169,7 +171,22 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds allowed per cell before it is interrupted (default: 60)",
     )
     grade.add_argument(
-        "--memory", type=int, default=4096, help="MB of memory per kernel (default: 4096)"
+        "--memory",
+        type=int,
+        default=4096,
+        help="MB of memory for all of a submission's processes together (default: 4096)",
+    )
+    grade.add_argument(
+        "--processes",
+        type=int,
+        default=256,
+        help="processes and threads of a submission together (default: 256)",
+    )
+    grade.add_argument(
+        "--max-time",
+        type=int,
+        default=900,
+        help="seconds a submission may run in all before it is stopped (default: 900)",
     )
     return parser
 
@@ -222,9 +239,24 @@ def _version() -> str:
     return "collapse (rank-collapse) unknown"
 
 
+# The least value of each count or limit a command takes (argparse's `type=int` takes -5),
+# checked before anything runs, a dry run included.
+_AT_LEAST = {
+    "timeout": ("--timeout", 1),
+    "workers": ("--workers", 1),
+    "seed_family": ("--seed-family", 0),
+    "families": ("--families", 2),
+    "jobs": ("--jobs", 1),
+    "memory": ("--memory", 256),
+    "processes": ("--processes", 16),
+    "max_time": ("--max-time", 1),
+}
+
+
 def _parse(argv) -> argparse.Namespace:
-    """The command line; an option or argument nobody takes, or no command, as a
-    ParameterError naming it (argparse alone would say that a command is required)."""
+    """The command line; an option or argument nobody takes, no command, or a count below its
+    least value as a ParameterError naming it (argparse alone would say that a command is
+    required, and take any int)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args, unknown = _parser().parse_known_args(argv)
     if unknown:
@@ -234,6 +266,9 @@ def _parse(argv) -> argparse.Namespace:
         raise ParameterError(f"unrecognized {kind} {unknown[0]} (see {where} --help)")
     if args.command is None:
         raise ParameterError("a command is required (see collapse --help)")
+    for attribute, (option, least) in _AT_LEAST.items():
+        if getattr(args, attribute, None) is not None:
+            check_int(option, getattr(args, attribute), minimum=least)
     return args
 
 
@@ -267,7 +302,6 @@ def _run_all(
     from .. import report
     from . import estimate, executors
 
-    check_int("--seed-family", seed_family, minimum=0)
     planned = runner.plan(project, names, profile, runner.parse_sets(sets))
     if profile == "paper":
         plan = estimate.estimate(project, planned, profile, force=force)
@@ -357,7 +391,6 @@ def _reseed(project: runner.Project, names, families: int, book: str, timeout) -
     settle (or all, or none); notebooks/reseed.yml records both."""
     from . import reseed
 
-    check_int("--families", families, minimum=2)
     runs = _reseed_profile(
         project, runner.plan(project, names, "fast", {}), "fast", families, timeout
     )
@@ -465,8 +498,10 @@ def _book(
             .get("url")
             or None
         )
-    # checks the URL before anything runs
-    install = launch.package_spec(url, launch.source_commit(project.root)) if url else None
+    # checks the URL before anything runs: an empty --repository too, not taken for none
+    install = (
+        launch.package_spec(url, launch.source_commit(project.root)) if url is not None else None
+    )
     if pdf:
         from . import pdf as book_pdf
 
@@ -525,30 +560,27 @@ def _assignments(project: runner.Project, names, out: Path | None) -> int:
 
 def _grade(project: runner.Project, args) -> int:
     """Grade every submission; with one, print its checks; with --csv, write the gradebook."""
-    from . import assignments, grading
+    from . import assignments, grading, sandbox
 
-    check_int("--jobs", args.jobs, minimum=1)
-    check_int("--timeout", args.timeout, minimum=1)
-    if args.csv is not None and not args.csv.parent.is_dir():
-        raise ParameterError(f"--csv {args.csv}: the folder {args.csv.parent} does not exist")
+    book = None if args.csv is None else grading.gradebook_path(args.csv)  # before any grading
     files = grading.collect(args.paths)
-    box = grading.sandbox(project.root, args.memory)
+    limits = {"processes": args.processes, "max_time": args.max_time}
+    box = sandbox.sandbox(project.root, args.memory, **limits)
     print(
         f"grading {len(files)} submission(s), {min(args.jobs, len(files))} at a time: "
         f"{assignments.PROFILE} profile, {args.timeout} s per cell, {box.describe()}",
         flush=True,
     )
     grades = grading.grade_class(
-        project, files, timeout=args.timeout, memory_mb=args.memory, jobs=args.jobs,
-        report=lambda g: print(g.summary(remark=len(files) > 1), flush=True),
+        project, files, timeout=args.timeout, memory_mb=args.memory, jobs=args.jobs, book=book,
+        report=lambda g: print(g.summary(remark=len(files) > 1), flush=True), **limits,
     )  # fmt: skip
     if len(grades) == 1 and not grades[0].error:
         for line in [*grades[0].notes, *grades[0].problems]:
             print(f"  {line}")
         print(grades[0].table())
-    if args.csv is not None:
-        grading.write_gradebook(grading.gradebook(grades, files), args.csv)
-        print(f"gradebook: {args.csv}")
+    if book is not None:  # written after each row already
+        print(f"gradebook: {book}")
     return 0 if all(g.passed for g in grades) else 1
 
 

@@ -1,47 +1,49 @@
 """Grading a class: every submission in a sandbox of its own, scored in points, into a gradebook.
 
 A submission is an assignment notebook (`collapse assignments`) with the student's answers. It
-is executed with papermill and the `fast` parameters, with the check cells taken from the
-chapter's source (a deleted or edited check is put back, and the row says so) and the hidden
-checks (cells tagged `hidden-check`, never in an assignment) put back after the checks they
-follow. Each check is worth the points its first line declares (`# Check (2 points): ...`).
+is executed with nbclient and the `fast` parameters, with the checks taken from the chapter's
+source only (a deleted or edited check is put back, a check cell of the student's own is
+ignored, and the row says so) and the hidden checks (cells tagged `hidden-check`, never in an
+assignment) put back after the checks they follow. Each check is worth the points its first
+line in the source declares (`# Check (2 points): ...`). A check never runs in the student's
+kernel: it runs in the grader's check process on the values it reads, fetched from the kernel
+as plain data (`checkhost`, `wire`), and the gradebook says why a visible check failed and only
+that a hidden one did.
 
-Each submission runs in its own temporary folder and its own kernel, which papermill reaches
-over Unix sockets (ZMQ's ipc transport), so the kernel needs no network at all. Where the
-machine allows (`unshare -n -m`), the kernel runs without a network and with the project and
-papermill's output mounted read-only, so that student code can neither download nor change the
-grader's files, checks or results; always with a memory limit (`ulimit -v`) and a time limit per
-cell. `grade_class` grades files and folders in parallel processes; `write_gradebook` writes one
-CSV row per submission, atomically. A submission that cannot be graded (not a notebook, an
-unknown assignment) is a row with the reason, never a crash of the run.
+Each submission runs in its own temporary folder and its own kernel, confined by `sandbox`
+(its own unprivileged user, no network, no view of the project or the grader, limits for the
+whole submission, every process of it killed when it ends), which the grader reaches over Unix
+sockets (ZMQ's ipc transport). `grade_class` grades files and folders, each in a process of its
+own when in parallel; the gradebook is rewritten, atomically, as each row finishes, so the rows
+graded survive the grader. A submission that cannot be graded (not a notebook, an unknown
+assignment, a symbolic link, which is never followed) is a row with the reason, never a
+crash of the run; a spreadsheet opening the gradebook runs none of its cells as a formula.
 """
 
 from __future__ import annotations
 
 import copy
 import csv
-import functools
+import errno
 import io
-import logging
 import multiprocessing
 import os
 import re
-import shutil
-import subprocess
+import stat
 import tempfile
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import contextmanager
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic import write_atomic
 from ..checks import ParameterError, check_int
-from . import runner
+from . import checkhost, runner
 from .assignments import CHECK_TAG, HIDDEN_TAG, PROFILE, check_cells, check_spec
+from .sandbox import Sandbox, sandbox
+from .sandbox import limits as sandbox_limits
+from .wire import clean
 
 __all__ = [
-    "Sandbox",
-    "sandbox",
     "CheckResult",
     "Grade",
     "read_submission",
@@ -49,6 +51,7 @@ __all__ = [
     "collect",
     "grade_class",
     "gradebook",
+    "gradebook_path",
     "write_gradebook",
 ]
 
@@ -56,71 +59,12 @@ __all__ = [
 # reply, forever when the loop is in C code that ignores the interrupt.
 _TIMEOUT = {"ename": "TimeoutError", "evalue": "cell time limit reached", "traceback": []}
 _ARROW = re.compile(r"^-+>\s*\d+\s+(?P<line>.*\S)")
-_ERROR_WIDTH = 200  # characters of a gradebook row's error column
-
-
-@dataclass(frozen=True)
-class Sandbox:
-    """How a submission's kernel is confined: `offline` (its own empty network namespace),
-    `readonly` (the project mounted read-only), and its memory limit in MB."""
-
-    root: Path
-    memory_mb: int
-    offline: bool
-    readonly: bool
-
-    def prefix(self, protect: Path) -> list[str]:
-        """The command a kernel is started under; `protect` (papermill's output folder) is
-        mounted read-only beside the project."""
-        script = f'ulimit -v {self.memory_mb * 1024} && exec "$@"'
-        if self.readonly:
-            mount = 'mount --bind -o ro "$1" "$1" && mount --bind -o ro "$2" "$2" && shift 2'
-            return ["unshare", "-n", "-m", "sh", "-c", f"{mount} && {script}", "sh",
-                    str(self.root), str(protect)]  # fmt: skip
-        return [*(["unshare", "-n"] if self.offline else []), "sh", "-c", script, "sh"]
-
-    def describe(self) -> str:
-        network = (
-            "no network (unshare -n)"
-            if self.offline
-            else "NETWORK NOT ISOLATED (unshare -n is not permitted here)"
-        )
-        files = (
-            "project read-only (unshare -m)"
-            if self.readonly
-            else "project writable (a mount namespace is not permitted here)"
-        )
-        return f"{self.memory_mb} MB per kernel, {network}, {files}"
-
-
-def _works(command: list[str]) -> bool:
-    if shutil.which(command[0]) is None:
-        return False
-    return subprocess.run(command, capture_output=True).returncode == 0
-
-
-@functools.cache
-def _probe(root: Path) -> tuple[bool, bool]:
-    """(offline, readonly): what this machine lets a kernel be confined to, tried once."""
-    mount = 'mount --bind -o ro "$0" "$0"'
-    readonly = _works(["unshare", "-n", "-m", "sh", "-c", mount, str(root)])
-    return readonly or _works(["unshare", "-n", "true"]), readonly
-
-
-def sandbox(root: Path, memory_mb: int = 4096) -> Sandbox:
-    """The strongest confinement this machine allows for kernels grading in project `root`."""
-    memory_mb = check_int("--memory", memory_mb, minimum=256)
-    return Sandbox(Path(root).resolve(), memory_mb, *_probe(Path(root).resolve()))
-
-
-def _kernel_manager(box: Sandbox, work: Path, protect: Path):
-    """A kernel manager that starts its kernel in `work`, under the sandbox, over ipc sockets."""
-    return runner.kernel_manager(
-        box.prefix(protect),
-        transport="ipc",
-        ip=str(work / "kernel"),
-        connection_file=str(work / "kernel.json"),
-    )
+_ERROR_WIDTH = 600  # characters of a gradebook row's error column
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP, CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# Opens a submission without following a symbolic link, and a FIFO without waiting for a writer.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+_SYMLINK = "a symbolic link: refused, never read (submit the notebook itself)"
 
 
 @dataclass
@@ -168,9 +112,15 @@ class Grade:
         return line + (f"; {self.remark()}" if remark and self.remark() else "")
 
     def remark(self) -> str:
-        """The gradebook's error column: why it was not graded, or restored checks and the
-        cells that raised or were stopped."""
-        text = " ".join((self.error or "; ".join([*self.notes, *self.problems])).split())
+        """The gradebook's error column, all of it written by the grader: why it was not
+        graded, or restored and ignored checks, the cells that raised or were stopped, and
+        the failed checks (a visible one's reason, a hidden one's name only)."""
+        failed = [
+            f"hidden check '{c.name}' failed" if c.hidden else f"check '{c.name}': {c.detail}"
+            for c in self.checks
+            if not c.passed
+        ]
+        text = " ".join((self.error or "; ".join([*self.notes, *self.problems, *failed])).split())
         return text if len(text) <= _ERROR_WIDTH else text[: _ERROR_WIDTH - 1] + "…"
 
     def table(self) -> str:
@@ -191,18 +141,53 @@ class Grade:
         return "\n".join(lines)
 
 
+def _read_regular(path: Path) -> bytes:
+    """The bytes of `path`, a regular file, or ParameterError saying what else it is.
+
+    Why not `open`: a symbolic link in a class folder would have the grader read (and quote, in
+    the gradebook's error column) any file it may read; the link is refused, and O_NOFOLLOW
+    refuses one swapped in after that check."""
+    if path.is_symlink():
+        raise ParameterError(_SYMLINK)
+    try:
+        handle = os.open(path, _OPEN_FLAGS)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.EMLINK):  # O_NOFOLLOW met a link
+            raise ParameterError(_SYMLINK) from None
+        raise ParameterError(f"cannot be read: {err.strerror}") from None
+    try:
+        mode = os.fstat(handle).st_mode
+        if stat.S_ISDIR(mode):
+            raise ParameterError(
+                "a folder: not searched (give it as a PATH of its own to grade what it holds)"
+            )
+        if not stat.S_ISREG(mode):
+            raise ParameterError("not a regular file (a pipe, socket or device): never read")
+        with os.fdopen(handle, "rb", closefd=False) as stream:
+            return stream.read()
+    finally:
+        os.close(handle)
+
+
 def read_submission(path: Path):
     """The submitted notebook, or ParameterError with one line naming what is wrong with it."""
     import nbformat
 
+    data = _read_regular(Path(path))
     try:
-        nb = nbformat.read(str(path), as_version=4)
+        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
     except Exception as err:  # nbformat raises JSON, validation and reader errors alike
         first = (str(err).splitlines() or [type(err).__name__])[0][:120]
         raise ParameterError(f"not a Jupyter notebook (.ipynb): {first}") from None
-    if not (nb.metadata.get("collapse", {}).get("assignment") or {}).get("notebook"):
+    made = nb.metadata.get("collapse")
+    made = made.get("assignment") if isinstance(made, dict) else None
+    if not isinstance(made, dict) or not made.get("notebook"):
         raise ParameterError(
             "not made by `collapse assignments` (it lacks the collapse.assignment metadata)"
+        )
+    if not isinstance(made["notebook"], str):
+        raise ParameterError(
+            f"collapse.assignment.notebook must be a chapter's name, got {made['notebook']!r}"
         )
     return nb
 
@@ -212,129 +197,143 @@ def _tags(cell) -> list:
 
 
 def _with_source_checks(submission, source, where: str):
-    """The submission with the source's checks: each check cell restored by name (a deleted one
-    appended, both noted), a check the student wrote left unscored, and every hidden check
-    inserted after the check it follows in the source. -> (notebook, notes)."""
+    """The submission with the chapter's checks only: each visible check restored by name from
+    the source (its cell, tags and all: a deleted one appended, an edited one replaced, both
+    noted), every hidden check inserted after the check it follows in the source, and each
+    marked as the grader's (cell metadata `grader`). A check cell the chapter does not have (a
+    "bonus", a copy of a hidden check's name, a second copy) runs as the student's code,
+    untagged, unscored, and noted. -> (notebook, notes)."""
     nb, notes = copy.deepcopy(submission), []
     graded = check_cells(source, where, tags=(CHECK_TAG, HIDDEN_TAG))
-    visible = {n: c for n, c in graded.items() if HIDDEN_TAG not in _tags(c)}
+    visible = [n for n, c in graded.items() if HIDDEN_TAG not in _tags(c)]
     after, last = {}, None  # hidden checks, by the name of the visible check before them
     for name, cell in graded.items():
         if HIDDEN_TAG in _tags(cell):
-            after.setdefault(last, []).append(cell)
+            after.setdefault(last, []).append(name)
         else:
             last = name
+
+    def restored(name: str) -> list:
+        made = []
+        for each in [name, *after.pop(name, [])]:
+            cell = copy.deepcopy(graded[each])
+            hidden = HIDDEN_TAG in _tags(cell)
+            cell.metadata["grader"] = {"check": each, "points": check_spec(cell, 0)[1],
+                                       "hidden": hidden}  # fmt: skip
+            made.append(cell)
+        return made
+
     cells, seen = [], set()
-    for cell in nb.cells:
+    for number, cell in enumerate(nb.cells, 1):
+        cell.setdefault("metadata", {}).pop("grader", None)  # only the grader marks a check
+        tags = _tags(cell) if isinstance(_tags(cell), list) else []
+        cell.metadata["tags"] = tags = [t for t in tags if isinstance(t, str)]  # as papermill's
+        if cell.cell_type != "code" or not {CHECK_TAG, HIDDEN_TAG} & set(tags):
+            cells.append(cell)
+            continue
+        name = check_spec(cell, number)[0]
+        if CHECK_TAG in tags and name in visible and name not in seen:
+            seen.add(name)
+            if cell.source.strip() != graded[name].source.strip():
+                notes.append(f"check '{name}' was edited and is restored")
+            cells.extend(restored(name))
+            continue
+        cell.metadata["tags"] = [t for t in tags if t not in (CHECK_TAG, HIDDEN_TAG)]
+        notes.append(f"ignored: a check cell not in the chapter: '{clean(name, 100)}'")
         cells.append(cell)
-        if cell.cell_type != "code" or CHECK_TAG not in _tags(cell):
-            continue
-        name = check_spec(cell, sum(CHECK_TAG in _tags(c) for c in cells))[0]
-        if name not in visible or name in seen:  # a check the student wrote: runs, not scored
-            cell.metadata["tags"] = [t for t in _tags(cell) if t != CHECK_TAG]
-            continue
-        seen.add(name)
-        if cell.source.strip() != visible[name].source.strip():
-            notes.append(f"check '{name}' was edited and is restored")
-        cell.source = visible[name].source
-        cells.extend(copy.deepcopy(c) for c in after.pop(name, []))
-    for name, cell in visible.items():
+    for name in visible:
         if name not in seen:
             notes.append(f"check '{name}' was deleted and is restored")
-            cells.append(copy.deepcopy(cell))
-            cells.extend(copy.deepcopy(c) for c in after.pop(name, []))
-    cells.extend(copy.deepcopy(c) for rest in after.values() for c in rest)
+            cells.extend(restored(name))
+    cells.extend(c for rest in list(after.values()) for name in rest for c in restored(name))
     nb.cells = cells
     return nb, notes
 
 
-@contextmanager
-def _quiet(name: str):
-    """Silence a logger (papermill logs a timeout as an error; the grade reports it)."""
-    logger = logging.getLogger(name)
-    level, logger.level = logger.level, logging.CRITICAL
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-def _execute(nb, params: dict, timeout: int, box: Sandbox):
-    """Run every cell with papermill, past errors, in a fresh folder and sandboxed kernel; a cell
-    over `timeout` s is interrupted. -> (executed notebook, why execution stopped or None)."""
-    import nbformat
-    import papermill
+def _execute(nb, params: dict, timeout: int, box: Sandbox, imports: dict):
+    """Run the student's cells in a fresh folder and sandboxed kernel, past errors, and the
+    grader's checks (cells marked `grader`) in a check process (`checkhost`), reading the
+    kernel's values as plain data; a cell or check over `timeout` s is interrupted.
+    -> (the executed notebook, each check's outcome in its mark; why execution stopped or None)."""
     from nbclient.exceptions import CellTimeoutError
+    from papermill.parameterize import parameterize_notebook
 
     os.environ.setdefault("JUPYTER_PREFER_ENV_PATH", "1")
+    nb.metadata["papermill"] = {}
+    nb = parameterize_notebook(nb, params, kernel_name="python3", language="python")
+    marks = {i: c.metadata["grader"] for i, c in enumerate(nb.cells) if "grader" in c.metadata}
     stopped = None
-    with tempfile.TemporaryDirectory(prefix="collapse-grade-") as tmp, _quiet("papermill"):
-        work, out = Path(tmp) / "work", Path(tmp) / "out"
-        work.mkdir()
-        out.mkdir()
-        executed = None
-        try:
-            executed = papermill.execute_notebook(
-                nb, str(out / "graded.ipynb"), parameters=params, kernel_name="python3",
-                progress_bar=False, cwd=str(work), execution_timeout=timeout, allow_errors=True,
-                interrupt_on_timeout=True, error_on_timeout=_TIMEOUT,
-                kernel_manager_class=_kernel_manager(box, work, out))  # fmt: skip
-        except papermill.PapermillExecutionError:
-            pass  # some cell raised: every cell still ran, and the errors are scored cell by cell
-        except CellTimeoutError:
-            stopped = f"a cell ran past {timeout} s and did not respond to the interrupt"
-        except Exception as err:  # the kernel died or would not start
-            first = (str(err).strip().splitlines() or [""])[0][:160]
-            stopped = f"{type(err).__name__}: {first}".rstrip(": ")
-        if executed is None:
-            path = out / "graded.ipynb"
-            executed = nbformat.read(str(path), as_version=4) if path.is_file() else nb
-    return executed, stopped
+    with tempfile.TemporaryDirectory(prefix="collapse-grade-") as tmp:
+        work, out, checks = Path(tmp) / "work", Path(tmp) / "out", Path(tmp) / "checks"
+        for folder in (work, out, checks):
+            folder.mkdir(mode=0o700)
+        with box.submission(work, out) as confined:
+            client = checkhost.grading_client(
+                nb, {i: m["hidden"] for i, m in marks.items()}, imports, str(checks),
+                timeout=timeout, allow_errors=True, interrupt_on_timeout=True,
+                error_on_timeout=_TIMEOUT, kernel_name="python3",
+                kernel_manager_class=confined.kernel_manager_class,
+                resources={"metadata": {"path": str(work)}})  # fmt: skip
+            try:
+                client.execute()
+            except CellTimeoutError:
+                stopped = f"a cell ran past {timeout} s and did not respond to the interrupt"
+            except Exception as err:  # the kernel died or would not start
+                stopped = f"{type(err).__name__}: {clean(err)}".rstrip(": ")
+            for i, outcome in client.outcomes.items():
+                marks[i]["outcome"] = outcome
+            stopped = confined.stopped or stopped  # the sandbox's reason: why the kernel died
+            where = client.started if client.stuck is None else client.stuck
+            if stopped and where is not None:
+                stopped += f" (in cell `{_first_line(nb.cells[where])}`)"
+    return nb, stopped
 
 
 def _first_line(cell) -> str:
-    line = (cell.source.strip().splitlines() or [""])[0]
-    return line if len(line) <= 60 else line[:59] + "…"
+    return clean((cell.source.strip().splitlines() or [""])[0], 60)
 
 
 def error_line(output) -> str:
-    """`Type: message`, or for a bare failed assert the assert line itself."""
-    text = f"{output.ename}: {output.evalue}" if output.evalue else output.ename
-    if not output.evalue:
-        arrows = [
-            m["line"]
-            for line in runner.ANSI.sub("", "\n".join(output.get("traceback", []))).splitlines()
-            if (m := _ARROW.match(line))
-        ]
-        text += f" at `{arrows[-1]}`" if arrows else ""
-    return text.splitlines()[0][:160] if text else "error"
+    """`Type: message` of a student's cell that raised, or for a bare failed assert the assert
+    line itself: one short line, since the kernel (the student's) wrote all of it."""
+    name = clean(output.get("ename", ""), 60) or "error"
+    message = clean(output.get("evalue", ""), 120)
+    if message:
+        return f"{name}: {message}"
+    text = runner.ANSI.sub("", "\n".join(map(str, output.get("traceback", []))))
+    arrows = [m["line"] for line in text.splitlines() if (m := _ARROW.match(line))]
+    return f"{name} at `{clean(arrows[-1], 80)}`" if arrows else name
+
+
+def _check_result(mark: dict) -> CheckResult:
+    """A check's row entry from its grader mark: why a visible check failed (type, capped
+    message, or the failing line of the chapter's own code); a hidden one, pass or fail only."""
+    outcome, hidden = mark.get("outcome"), mark["hidden"]
+    passed = bool(outcome and outcome["passed"])
+    if passed or hidden:
+        detail = ""
+    elif not outcome:
+        detail = "not run: execution stopped before this check"
+    elif outcome["evalue"]:
+        detail = f"{outcome['ename']}: {clean(outcome['evalue'], 120)}"
+    else:
+        line = outcome.get("line")
+        lines = mark["source"].splitlines()
+        where = clean(lines[line - 1], 80) if line and line <= len(lines) else ""
+        detail = outcome["ename"] + (f" at `{where}`" if where else "")
+    return CheckResult(mark["check"], mark["points"], hidden, passed, detail)
 
 
 def _score(result: Grade, executed, timeout: int, stopped: str | None) -> None:
-    """Fill `result` from the executed cells: one CheckResult per check, a line per other cell
-    that raised or was stopped."""
-    cells = [
-        c
-        for c in executed.cells
-        if c.cell_type == "code"
-        and c.source.strip()
-        and "papermill-error-cell-tag" not in _tags(c)
-    ]
+    """Fill `result` from the executed cells: one CheckResult per check the grader marked, a
+    line per other cell that raised or was stopped."""
+    cells = [c for c in executed.cells if c.cell_type == "code" and c.source.strip()]
     for cell in cells:
+        if "grader" in cell.metadata:
+            result.checks.append(_check_result({**cell.metadata["grader"], "source": cell.source}))
+            continue
         errors = [error_line(o) for o in cell.get("outputs", []) if o.output_type == "error"]
-        hidden = HIDDEN_TAG in _tags(cell)
-        if hidden or CHECK_TAG in _tags(cell):
-            ran = bool(cell.execution_count)
-            detail = (
-                errors[0]
-                if errors
-                else ""
-                if ran
-                else "not run: execution stopped before this check finished"
-            )
-            name, points = check_spec(cell, len(result.checks) + 1)
-            result.checks.append(CheckResult(name, points, hidden, ran and not errors, detail))
-        elif errors:
+        if errors:
             where = f"cell In[{cell.execution_count}] `{_first_line(cell)}`"
             result.problems.append(
                 f"{where} was stopped after {timeout} s (the time limit per cell)"
@@ -342,11 +341,7 @@ def _score(result: Grade, executed, timeout: int, stopped: str | None) -> None:
                 else f"{where} raised {errors[0]}"
             )
     if stopped:
-        started = [
-            c for c in cells if c.get("metadata", {}).get("papermill", {}).get("start_time")
-        ]
-        where = f" (in cell `{_first_line(started[-1])}`)" if started else ""
-        result.problems.insert(0, f"execution stopped: {stopped}{where}")
+        result.problems.insert(0, f"execution stopped: {stopped}")
 
 
 def grade(
@@ -371,7 +366,8 @@ def grade(
         return result
     params, source = project.resolve(notebook, PROFILE, {}), notebook.source()
     nb, result.notes = _with_source_checks(submission, source, notebook.path.name)
-    executed, stopped = _execute(nb, params, timeout, box)
+    imports = checkhost.chapter_imports(source)
+    executed, stopped = _execute(nb, params, timeout, box, imports)
     _score(result, executed, timeout, stopped)
     order = list(check_cells(source, notebook.path.name, tags=(CHECK_TAG, HIDDEN_TAG)))
     result.checks.sort(key=lambda c: order.index(c.name))  # the source's order, every row alike
@@ -379,56 +375,93 @@ def grade(
 
 
 def collect(paths) -> list[Path]:
-    """The submissions named by files and folders (a folder: its files, not hidden ones)."""
-    files = []
+    """The submissions named by files and folders, each once, however often it is named.
+
+    A folder stands for every entry in it, hidden ones too, each a row: `..ipynb` or
+    `.alice.ipynb` may be a student's work, and a row saying what a file is (a checkpoint, a
+    symbolic link, a subfolder) costs less than a submission silently missing from the
+    gradebook. One file named twice (the same inode: a folder and a file in it, two spellings
+    of a path, a hard link) is graded once."""
+    files, seen = [], set()
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-            files.extend(found)
-        elif path.is_file():
-            files.append(path)
-        else:
+        if not os.path.lexists(path):
             raise ParameterError(f"PATH {path}: no such file or folder")
+        for entry in sorted(path.iterdir()) if path.is_dir() else [path]:
+            info = entry.lstat()
+            if (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                files.append(entry)
     if not files:
         raise ParameterError("PATH: no submissions found (give notebooks or folders of them)")
     return files
 
 
-def _grade_file(root: str, path: str, timeout: int, memory_mb: int) -> Grade:
-    """One submission in a worker process; a failure of the grader itself becomes a row."""
+def _grade_file(root: str, path: str, timeout: int, memory_mb: int, limits: dict) -> Grade:
+    """One submission in a worker process, its sandbox with `limits` (processes, max_time); a
+    failure of the grader itself becomes a row."""
     try:
-        return grade(runner.Project.find(Path(root)), Path(path), timeout=timeout,
-                     memory_mb=memory_mb)  # fmt: skip
+        with sandbox_limits(**limits):
+            return grade(runner.Project.find(Path(root)), Path(path), timeout=timeout,
+                         memory_mb=memory_mb)  # fmt: skip
     except Exception as err:  # noqa: BLE001 (a class is never lost to one submission)
         return Grade(Path(path).name, error=f"grader error: {type(err).__name__}: {err}")
 
 
-def grade_class(project, files, *, timeout=60, memory_mb=4096, jobs=1, report=print) -> list:
-    """Grade every file, `jobs` at a time in separate processes; `report(grade)` as each one
-    finishes. -> the grades in the order of `files`."""
+def _in_own_process(worker, args: tuple) -> Grade:
+    """`worker(*args)` in a fresh process of its own: if that process dies (the OOM killer, a
+    signal), only this submission's row says so."""
+    context = multiprocessing.get_context("spawn")
+    try:
+        with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+            return pool.submit(worker, *args).result()
+    except BrokenProcessPool:
+        died = "grader error: the process grading it died (BrokenProcessPool)"
+        return Grade(Path(args[1]).name, error=died)
+
+
+def grade_class(
+    project, files, *, timeout=60, memory_mb=4096, processes=None, max_time=None, jobs=1,
+    report=print, book=None, worker=_grade_file,
+) -> list:  # fmt: skip
+    """Grade every file, `jobs` at a time each in a process of its own; `report(grade)` as each
+    one finishes, and the gradebook `book` (a checked path, or None) rewritten with every row
+    finished so far, so that a grader killed midway leaves them.
+
+    processes, max_time: the sandbox's limits per submission (`sandbox.sandbox`); `worker`
+    grades one file in a worker process (tests give one that dies).
+    -> the grades in the order of `files`."""
     jobs = check_int("--jobs", jobs, minimum=1)
     check_int("--timeout", timeout, minimum=1)
-    sandbox(project.root, memory_mb)  # check --memory, probe before any worker starts
-    args = [(str(project.root), str(f), timeout, memory_mb) for f in files]
+    limits = {"processes": processes, "max_time": max_time}
+    limits = {k: v for k, v in limits.items() if v is not None}
+    sandbox(project.root, memory_mb, **limits)  # check every limit, probe before any worker
+    args = [(str(project.root), str(f), timeout, memory_mb, limits) for f in files]
     grades = [None] * len(files)
+
+    def finished(i: int, result: Grade) -> None:
+        grades[i] = result
+        if book is not None:
+            write_gradebook(gradebook(grades, files), book)
+        report(result)
+
     if jobs == 1:
         for i, a in enumerate(args):
-            grades[i] = _grade_file(*a)
-            report(grades[i])
+            finished(i, worker(*a))
         return grades
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = {pool.submit(_grade_file, *a): i for i, a in enumerate(args)}
+    with ThreadPoolExecutor(max_workers=jobs) as threads:
+        futures = {threads.submit(_in_own_process, worker, a): i for i, a in enumerate(args)}
         for future in as_completed(futures):
-            grades[futures[future]] = future.result()
-            report(grades[futures[future]])
+            finished(futures[future], future.result())
     return grades
 
 
 def gradebook(grades, files) -> str:
     """The CSV text: one row per submission (file, assignment, each check's points, total,
-    max, error), one column per check of every assignment graded, headed `name (N pt)`."""
+    max, error), one column per check of every assignment graded, headed `name (N pt)`; a
+    submission whose grade is None (not finished yet) has no row."""
+    rows = [(g, path) for g, path in zip(grades, files, strict=True) if g is not None]
+    grades = [g for g, _ in rows]
     columns = {}  # (assignment, check) -> header, in the order first met
     many = len({g.notebook for g in grades if g.checks}) > 1
     for g in grades:
@@ -437,20 +470,69 @@ def gradebook(grades, files) -> str:
             hidden = ", hidden" if c.hidden else ""
             columns.setdefault((g.notebook, c.name), f"{label}{c.name} ({c.points} pt{hidden})")
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["file", "assignment", *columns.values(), "total", "max", "error"])
-    for g, path in zip(grades, files, strict=True):
+    writer = csv.writer(out)  # lines end in CRLF (RFC 4180): a CR in a cell is then quoted too
+    header = ["file", "assignment", *columns.values(), "total", "max", "error"]
+    writer.writerow(map(_inert, header))
+    for g, path in rows:
         earned = {(g.notebook, c.name): c.points if c.passed else 0 for c in g.checks}
         cells = [earned.get(key, "") for key in columns]
         total = "" if g.error else g.score
         maximum = "" if g.error else g.max_score
-        writer.writerow([str(path), g.notebook, *cells, total, maximum, g.remark()])
+        row = [str(path), g.notebook, *cells, total, maximum, g.remark()]
+        writer.writerow(map(_inert, row))
     return out.getvalue()
 
 
-def write_gradebook(text: str, path: Path) -> None:
-    """Write the CSV atomically: a temporary file beside it, then a rename."""
-    path = Path(path)
+def _inert(cell):
+    """A gradebook cell a spreadsheet shows rather than runs: text that starts like a formula
+    (a student's file name or notebook metadata, `=HYPERLINK(...)`) gets a leading quote, as
+    OWASP advises against CSV injection; numbers stay numbers."""
+    return "'" + cell if isinstance(cell, str) and cell.startswith(_FORMULA_START) else cell
+
+
+def gradebook_path(name) -> Path:
+    """`--csv NAME` checked before anything is graded: a file name (not a folder, a device or a
+    pipe) in an existing folder where this process can create a file.
+
+    Why a trial file: a class takes minutes to grade, and a gradebook that cannot be written
+    (a read-only folder, /proc) would otherwise be found out only after all of them."""
+    if not str(name).strip():  # Path("") would be the current folder
+        raise ParameterError("--csv needs a file name, got ''")
+    path = Path(name)
+    if path.is_symlink():
+        raise ParameterError(f"--csv {name}: a symbolic link; give the file's own path")
+    if path.is_dir():
+        raise ParameterError(f"--csv {name}: a folder; give a file name ({path / 'grades.csv'})")
     if not path.parent.is_dir():
-        raise ParameterError(f"--csv {path}: the folder {path.parent} does not exist")
-    write_atomic(path, text)
+        raise ParameterError(f"--csv {name}: the folder {path.parent} does not exist")
+    if path.exists() and not path.is_file():
+        raise ParameterError(f"--csv {name}: not a regular file (a device or a pipe)")
+    try:
+        handle, trial = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.", suffix=".partial"
+        )
+    except OSError as err:
+        raise ParameterError(
+            f"--csv {name}: cannot create a file in {path.parent} ({err.strerror})"
+        ) from None
+    os.close(handle)
+    os.unlink(trial)
+    return path
+
+
+def write_gradebook(text: str, path: Path) -> None:
+    """Write the CSV atomically and without following a link: a fresh temporary file beside
+    it (created exclusively, written through its descriptor, never reopened by name), then a
+    rename over the path (which replaces a link there rather than writing through it). Mode
+    0600, mkstemp's: a gradebook is the students' marks, for the teacher alone."""
+    path = gradebook_path(path)
+    handle, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(text.encode())
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(partial, path)
+    finally:
+        if os.path.lexists(partial):
+            os.unlink(partial)

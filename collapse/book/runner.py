@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
+import math
 import os
 import re
 import tempfile
@@ -208,6 +209,20 @@ def _choices(spec: dict):
     return choices
 
 
+def _check_finite(name: str, item, spec: dict) -> None:
+    """NaN, for any parameter, and an infinity, for one with a range, as a one-line error.
+
+    Why: every comparison with NaN is false, so `--set min_fall=.nan` (YAML's NaN) would pass
+    any range; and an infinite size or threshold only makes a run that never ends."""
+    bounded = spec.get("min") is not None or spec.get("max") is not None
+    if isinstance(item, float) and (math.isnan(item) or (bounded and math.isinf(item))):
+        low, high = spec.get("min"), spec.get("max")
+        parts = [f"{'>' if spec.get('exclusive_min') else '>='} {low}"] if low is not None else []
+        parts += [f"<= {high}"] if high is not None else []
+        within = f" {' and '.join(parts)}" if parts else ""
+        raise ParameterError(f"parameter {name} must be a finite number{within}, got {item!r}")
+
+
 def _check_range(name: str, value, spec: dict):
     items = value if isinstance(value, list) else [value]
     if isinstance(value, list) and len(value) < spec.get("min_items", 0):
@@ -220,6 +235,7 @@ def _check_range(name: str, value, spec: dict):
             raise ParameterError(
                 f"parameter {name} must be one of {', '.join(map(str, choices))}; got {item!r}"
             )
+        _check_finite(name, item, spec)
         low, strict = spec.get("min"), spec.get("exclusive_min", False)
         if low is not None and (item < low or (strict and item == low)):
             raise ParameterError(
@@ -314,8 +330,17 @@ class Project:
         path = self.notebooks_dir / filename
         if not path.is_file():
             return {}
+        raw = path.read_bytes()
         try:
-            data = yaml.safe_load(path.read_text())
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            line = raw.count(b"\n", 0, err.start) + 1
+            raise ParameterError(
+                f"notebooks/{filename} is not UTF-8 text (byte {raw[err.start]:#04x} on line "
+                f"{line})"
+            ) from None
+        try:
+            data = yaml.safe_load(text)
         except yaml.YAMLError as err:
             mark = getattr(err, "problem_mark", None)
             where = f" (line {mark.line + 1})" if mark else ""
@@ -349,7 +374,26 @@ class Project:
         return data
 
     def expectations(self) -> dict:
-        return self._yaml("expectations.yml")
+        """notebooks/expectations.yml: {notebook: {verdict key: {profile: outcome, "why",
+        "short", "whose": text}}}, checked for shape (an empty entry reads as none)."""
+        data = self._yaml("expectations.yml")
+        for notebook, entries in data.items():
+            entries = data[notebook] = {} if entries is None else entries
+            if not isinstance(entries, dict):
+                raise ParameterError(
+                    f"notebooks/expectations.yml: {notebook} must map verdict keys to "
+                    f"{{profile: outcome}}, got {entries!r}"
+                )
+            for key, entry in entries.items():
+                entry = entries[key] = {} if entry is None else entry
+                if not isinstance(entry, dict) or not all(
+                    isinstance(v, str) for v in entry.values()
+                ):
+                    raise ParameterError(
+                        f"notebooks/expectations.yml: {notebook} {key} must map profiles to "
+                        f"outcomes and why, short, whose to text, got {entry!r}"
+                    )
+        return data
 
     def resolve(self, notebook: Notebook, profile: str, overrides: dict) -> dict:
         """Defaults, then the profile's values, then --set; every value checked."""
@@ -658,7 +702,13 @@ def execute(
     if cached:
         return cached
     folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / f".{notebook.name}.partial.ipynb"
+    # a name of this run's own: a second run of the chapter at once must not write into it,
+    # nor remove it when it ends
+    handle, scratch = tempfile.mkstemp(
+        dir=folder, prefix=f".{notebook.name}.", suffix=".partial.ipynb"
+    )
+    os.close(handle)
+    partial = Path(scratch)
     start = time.perf_counter()
     try:
         with _patched_environ(_environment(project, profile, seed_family, progress)):

@@ -8,32 +8,65 @@ from . import formula
 
 @formula("mask-radius")
 def mask_radius(
-    n_tokens, d, n_layers, n_seeds, extra_masks, hypothesis_tokens, hypothesis_layers
+    n_tokens,
+    d,
+    n_layers,
+    n_seeds,
+    extra_masks,
+    hypothesis_tokens,
+    hypothesis_layers,
+    res_sizes,
+    res_samples,
+    res_seeds,
+    res_points,
 ) -> Work:
     """The toy network under every mask on every seed, batched, then the run without a
-    center (one mask, N = d = hypothesis_tokens) that keeps every layer's tokens."""
+    center (one mask, N = d = hypothesis_tokens) that keeps every layer's tokens, and Dong et
+    al.'s residual: random inputs of every size, and the paper's four masks run at that same
+    small size, every layer kept, a few states of each solved."""
     from ..san import SANConfig
 
     n_masks = len({"complete", "causal", "sliding_window", "causal_sliding_window", *extra_masks})
     runs = n_masks * n_seeds  # the main run: every mask on every seed, batched
     no_center = SANConfig(d=hypothesis_tokens, n_layers=hypothesis_layers)
+
+    # res: about 8 linear programs per input, each a simplex of ~2 N d rows over ~N d
+    # columns, ~12 (N d)^2 operations (sparse; a low share of GEMM)
+    def res(N, width):
+        return 8 * 12 * (N * width) ** 2
+
+    residual = res_samples * sum(res(N, m) for N in res_sizes for m in res_sizes)
+    residual += 4 * res_seeds * res_points * res(hypothesis_tokens, hypothesis_tokens)
     return Work(
         flops=grid_flops({"toy": SANConfig(d=d, n_layers=n_layers)}, n_tokens, runs)
-        + grid_flops({"toy": no_center}, hypothesis_tokens, n_seeds),
+        + grid_flops({"toy": no_center}, hypothesis_tokens, n_seeds + 4 * res_seeds)
+        + residual,
         # the larger of: one layer of the main run (X, Q, K, V, output; scores and weights),
-        # and the run without a center, which keeps every layer's X
+        # and the runs that keep every layer's X (no center; the residual's four masks)
         peak_bytes=8
         * max(
             runs * n_tokens * (5 * d + 2 * n_tokens),
-            (hypothesis_layers + 1) * n_seeds * hypothesis_tokens**2,
+            (hypothesis_layers + 1) * max(n_seeds, 4 * res_seeds) * hypothesis_tokens**2,
         ),
     )
 
 
 @formula("mask-design")
-def mask_design(n_tokens, d, n_layers, n_seeds, graph_tokens, probe_windows) -> Work:
+def mask_design(
+    n_tokens,
+    d,
+    n_layers,
+    n_seeds,
+    graph_tokens,
+    probe_windows,
+    rmt_segment,
+    rmt_memory,
+    rmt_segments,
+    rmt_layers,
+) -> Work:
     """Every deployed pattern and probe on every seed, batched, the two patterns without a
-    center again for their components, and the graphs at every size."""
+    center again for their components, the graphs at every size, and the Recurrent Memory
+    Transformer's two versions, segment by segment, with their unrolled graphs."""
     from ..mask_design import CATALOGUE
     from ..san import SANConfig
 
@@ -54,7 +87,14 @@ def mask_design(n_tokens, d, n_layers, n_seeds, graph_tokens, probe_windows) -> 
         # other inputs; the graphs' breadth-first searches (~ N x 16 edges per pattern and N)
         # and, for the dense masks, two boolean products (2 N^3 each) are small beside them
         flops=grid_flops(config, n_tokens, runs + 3 * n_seeds)
-        + sum(16 * (len(deployed) + len(probes)) * N * N + 2 * 2 * 2 * N**3 for N in graph_tokens),
+        + sum(16 * (len(deployed) + len(probes)) * N * N + 2 * 2 * 2 * N**3 for N in graph_tokens)
+        # the RMT: each version's steps (segment and memory tokens) on every seed, and its
+        # unrolled graph, one sparse product per layer of a reach matrix at most T x T
+        + sum(
+            grid_flops({"rmt": SANConfig(d=d, n_layers=rmt_layers)}, n, n_seeds * rmt_segments)
+            + rmt_segments * rmt_layers * n * (rmt_memory + rmt_segments * n)
+            for n in (rmt_segment + 2 * rmt_memory, rmt_segment + rmt_memory)
+        ),
         # one layer of the batched run: X, Q, K, V, output, scores and weights, in float64
         peak_bytes=8 * runs * n_tokens * (5 * d + 2 * n_tokens),
     )
@@ -76,9 +116,10 @@ def layernorm_orthogonal(n_tokens, d, n_layers, n_seeds) -> Work:
 
 
 @formula("counterexample")
-def counterexample(ws, grid_deg, n_steps, torus_deg) -> Work:
+def counterexample(ws, grid_deg, n_steps, torus_deg, n_rotations) -> Work:
     """The two-token system on the grid of token 2's angles for every w, with and without
-    LayerNorm, then on the torus of angle pairs."""
+    LayerNorm, then on the torus of angle pairs, and the rotated construction beside the
+    original for every Z."""
     grid = round(360 / grid_deg)  # token 2's initial angles
     torus = round(360 / torus_deg) ** 2  # (token 1, token 2) angle pairs
     # 2-token, 2-D states: about 30 FLOP per state and layer (cumulative mean, X W_V, scale LN)
@@ -86,6 +127,8 @@ def counterexample(ws, grid_deg, n_steps, torus_deg) -> Work:
         2 * 40 * len(ws) * grid  # 40 layers with and without LN, kept
         + n_steps * (len(ws) * grid + grid + 7)  # long runs: every w, token 1 at 17.2°, alone
         + n_steps * torus  # the torus of angle pairs
+        # rotated: both systems for every Z, the grid of every w and token 1 alone
+        + 2 * n_steps * n_rotations * (len(ws) * grid + 7)
     )
     return Work(
         # elementwise work on tiny matrices, one Python step per layer: a low share of GEMM
@@ -143,10 +186,29 @@ def temperature(
     )
 
 
+def orthogonal_values(n_tokens, d, heads, layers, samples, deep_layers, deep_d, deep_heads,
+                      deep_samples, more) -> float:
+    """Chapter 07's +LN stack with orthogonal W_V and W_O: under 4 masks through the first
+    network and under the 2 windows through the `more` others (with the uniform +LN beside
+    it at 12 layers), at both depths; the QR of both matrices in every layer and network,
+    and the orthogonality defects of the first network's value maps (12 layers uniform,
+    2 orthogonal)."""
+    from ..cost import dense_flops
+    from ..san import bert_variants
+
+    ln, deep = (bert_variants(L, w, h, ["ln"]) for L, w, h in
+                ((layers, d, heads), (deep_layers, deep_d, deep_heads)))
+    runs = grid_flops(ln, n_tokens, (4 + 2 * 2 * more) * samples)
+    runs += grid_flops(deep, n_tokens, (4 + 2 * more) * deep_samples)
+    qr = 2 * (dense_flops("qr", d) * (layers * (1 + more) + 2) + dense_flops("qr", deep_d)
+              * deep_layers * (1 + more))
+    return runs + qr + (layers + 2) * 3 * 2 * d**3  # W_V W_O and two Gram matrices a layer
+
+
 @formula("variants")
 def variants(
     n_tokens, d, n_heads, n_layers, n_samples, deep_layers, deep_d, deep_heads, deep_samples,
-    deep_weight_seeds, probe_samples, probe_d, probe_heads, batch_size,
+    deep_weight_seeds, probe_samples, probe_d, probe_heads, batch_size, orthogonal_networks,
 ) -> Work:
     """The five variants x 4 masks over 12 layers and over the deep stack (first network),
     +skip and +LN through the further deep networks, the +LN probe of the complete mask,
@@ -171,6 +233,9 @@ def variants(
         # +LN, +skip+LN and full on independent rows, 4 masks
         + grid_flops(bert_variants(n_layers, d, n_heads, ["ln", "skip_ln", "full"]), n_tokens,
                      4 * probe_samples)
+        + orthogonal_values(n_tokens, d, n_heads, n_layers, min(probe_samples, n_samples),
+                            deep_layers, deep_d, deep_heads, deep_samples,
+                            orthogonal_networks - 1)
     )
     chunk = min(batch_size or n_samples, n_samples)
     deep_chunk = min(batch_size or deep_samples, deep_samples)
@@ -264,6 +329,9 @@ def open_questions(
     flops += 30 * (2 * path_points * max(path_layers) + 7 * circle * rms_layers)
     flops += 3 * san_flops(2, rms_layers, 2, circle)
     flops += 3 * san_flops(16, rms_layers, 8, 8 * n_seeds) + 3 * qr_flops(16, rms_layers)
+    # 1 - cos of every pair under LN (differences, N^2 d), width runs and the 8-mask run
+    flops += 3 * sum(3 * 2 * n_seeds * (width_layers + 1) * N**2 * d for d in widths)
+    flops += 3 * 8 * n_seeds * (norm_layers // 4 + 1) * N**3
     return Work(
         flops=flops,
         # the widest run (every seed's weights and a QR's temporaries beside the states), or
