@@ -65,12 +65,13 @@ browser:
 	  fi; \
 	fi
 
-# Two workers, a test module on one of them: one builds the fast book first while the other
-# runs the rest, then both run the tests that read it (tests/conftest.py orders them); the 25
-# slowest tests are listed at the end.
+# Two workers, a test module on one of them, in the order tests/conftest.py gives (the longest
+# first, the tests that read the fast book last): both run the rest while the fast book is
+# built in the background, then both run the tests that read it; the 25 slowest tests are
+# listed at the end.
 test: install browser
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n 2 --dist loadscope --durations=25
+	$(BIN)/python -m pytest -n 2 --dist loadscope --no-loadscope-reorder --durations=25
 
 # The quick loop for contributors: no notebook executed, no book built (pytest markers `book`
 # and `execution` mark the slow tiers; tests/conftest.py).

@@ -203,6 +203,15 @@ def test_a_bad_gradebook_path_is_refused_before_grading(root, tmp_path, capsys, 
 # --- the other commands ------------------------------------------------------------------------
 
 
+def test_a_root_that_is_no_checkout_is_refused(root, capsys):
+    """Never the checkout found elsewhere (above it, or the installed package's): a slip in
+    --root must not run, build or overwrite another project."""
+    for wrong in (root / "notebooks", root / "missing"):
+        assert refused(capsys, wrong, "list") == (
+            f"--root {wrong}: not a checkout (no notebooks/profiles.yml there)"
+        )
+
+
 def test_an_empty_repository_is_refused(root, capsys):
     assert refused(capsys, root, "book", "--repository", "") == (
         "--repository '': a GitHub repository URL is needed, https://github.com/OWNER/REPO "

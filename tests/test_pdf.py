@@ -226,20 +226,37 @@ def test_bookmarks_are_the_parts_with_their_pages(printed):
     assert captions and [t for d, t, _ in outline if d == 0 and t in captions] == captions
 
 
-def test_the_contents_page_lists_every_page_with_its_number(printed):
-    _, result, reader = printed
-    front = _words(" ".join(page.extract_text() for page in reader.pages[: result.contents[0][1]]))
+def test_the_contents_page_lists_every_page_with_its_number(printed, read_back):
+    _, result, _ = printed
+    front = _words(" ".join(text for text, _ in read_back[: result.contents[0][1]]))
     for title, first in result.contents:
         assert f"{title} {first}" in front, f"{title!r} not listed with page {first}"
-        start = _words(reader.pages[first - 1].extract_text())
+        start = _words(read_back[first - 1][0])
         assert title in start, f"page {first} does not start {title!r}"
 
 
-def test_text_is_searchable_and_math_typeset(printed):
+@pytest.fixture(scope="module")
+def read_back(printed):
+    """Each page's text and the x positions of its text runs, read once (pypdf takes a while):
+    a list of (text, xs) in page order."""
+    _, _, reader = printed
+    pages = []
+    for page in reader.pages:
+        xs = []
+
+        def visit(text, cm, tm, font, size, xs=xs):
+            if text.strip():
+                xs.append(tm[4] * cm[0] + tm[5] * cm[2] + cm[4])
+
+        pages.append((page.extract_text(visitor_text=visit), xs))
+    return pages
+
+
+def test_text_is_searchable_and_math_typeset(printed, read_back):
     _, result, reader = printed
     bounds = [first for _, first in result.contents] + [result.pages + 1]
     texts = [
-        _words(" ".join(p.extract_text() for p in reader.pages[start - 1 : end - 1]))
+        _words(" ".join(text for text, _ in read_back[start - 1 : end - 1]))
         for start, end in zip(bounds, bounds[1:], strict=False)
     ]
     chapters = [
@@ -258,19 +275,12 @@ def test_text_is_searchable_and_math_typeset(printed):
     assert any(f["/Subtype"] == "/Type3" for f in fonts), "no MathJax glyphs on the intro page"
 
 
-def test_the_print_layout_has_no_sidebars_and_uses_the_page_width(printed):
+def test_the_print_layout_has_no_sidebars_and_uses_the_page_width(printed, read_back):
     """Each page's text runs from the left margin to near the right one: with a sidebar
     printed beside it, the column would start a third of the way in."""
     _, result, reader = printed
     bounds = [first for _, first in result.contents] + [result.pages + 1]
     for (title, _), start, end in zip(result.contents, bounds, bounds[1:], strict=False):
-        xs = []
-
-        def visit(text, cm, tm, font, size, xs=xs):
-            if text.strip():
-                xs.append(tm[4] * cm[0] + tm[5] * cm[2] + cm[4])
-
-        for page in reader.pages[start - 1 : end - 1]:
-            page.extract_text(visitor_text=visit)
+        xs = [x for _, page_xs in read_back[start - 1 : end - 1] for x in page_xs]
         width = float(reader.pages[start - 1].mediabox.width)
         assert min(xs) < 0.2 * width and max(xs) > 0.7 * width, (title, min(xs), max(xs))

@@ -297,12 +297,12 @@ def _run_all(
 ):
     """Run the planned notebooks, a line per notebook as it ends; with `progress` (default:
     when stderr is a terminal) the running chapters' progress lines on stderr."""
+    planned = runner.plan(project, names, profile, runner.parse_sets(sets))  # bad input first
     from tqdm import tqdm
 
     from .. import report
     from . import estimate, executors
 
-    planned = runner.plan(project, names, profile, runner.parse_sets(sets))
     if profile == "paper":
         plan = estimate.estimate(project, planned, profile, force=force)
         print("\n".join(estimate.table(plan, profile)), file=sys.stderr)
@@ -587,7 +587,7 @@ def _grade(project: runner.Project, args) -> int:
 def main(argv=None) -> int:
     try:
         args = _parse(argv)
-        project = runner.Project.find(args.root)
+        project = runner.Project.at(args.root) if args.root else runner.Project.find()
         if args.command == "list":
             return _list(project)
         if args.command == "run" and args.dry_run:

@@ -402,7 +402,7 @@ def _grade_file(root: str, path: str, timeout: int, memory_mb: int, limits: dict
     failure of the grader itself becomes a row."""
     try:
         with sandbox_limits(**limits):
-            return grade(runner.Project.find(Path(root)), Path(path), timeout=timeout,
+            return grade(runner.Project.at(Path(root)), Path(path), timeout=timeout,
                          memory_mb=memory_mb)  # fmt: skip
     except Exception as err:  # noqa: BLE001 (a class is never lost to one submission)
         return Grade(Path(path).name, error=f"grader error: {type(err).__name__}: {err}")

@@ -288,6 +288,16 @@ class Project:
             f"not {here}"
         )
 
+    @classmethod
+    def at(cls, root: Path) -> Project:
+        """The project whose root is `root` exactly (`--root`): never one found elsewhere."""
+        folder = Path(root).resolve()
+        if not (folder / "notebooks" / "profiles.yml").is_file():
+            raise ParameterError(
+                f"--root {root}: not a checkout (no notebooks/profiles.yml there)"
+            )
+        return cls(folder)
+
     @property
     def notebooks_dir(self) -> Path:
         return self.root / "notebooks"

@@ -509,7 +509,7 @@ def overview_figure(records: list[dict], book: list[Chapter], path: Path) -> Non
         ax.annotate(part, (0.01, first + 1.0), xycoords=("figure fraction", "data"),
                     va="center", fontsize=9, fontweight="bold")  # fmt: skip
     ax.set_yticks(ys, [_label_lines(f"{c.number}. {c.title}") for c, _ in rows], fontsize=8.5)
-    ax.set_ylim(min(ys) - 0.7, 0.2)
+    ax.set_ylim(min(ys, default=0.0) - 0.7, 0.2)  # a book of no chapter yet: no bars
     ax.set_xlabel("claims of the papers (and stand-ins)", fontsize=10)
     ax.spines[["top", "right"]].set_visible(False)
     fig.legend(frameon=False, fontsize=9, ncol=3, loc="upper center")
