@@ -138,6 +138,21 @@ def test_an_install_cell_comes_first_off_the_page_only_when_asked(monkeypatch):
     assert installs == [SPEC]
 
 
+def test_a_long_table_scrolls_in_its_own_box_and_a_short_one_does_not():
+    def shown(rows):
+        lines = ["| a | b |", "|---|--:|", *(f"| {i} | {i * i} |" for i in range(rows))]
+        output = nbformat.v4.new_output("display_data", data={"text/markdown": "\n".join(lines)})
+        return nbformat.v4.new_code_cell("tables.show(frame)", outputs=[output])
+
+    notebook = executed([])
+    notebook.cells += [shown(pages.LONG_TABLE_ROWS), shown(pages.LONG_TABLE_ROWS + 1)]
+    pages.prepare(notebook, [], {}, "01-x")
+    short, long = notebook.cells[-2:]
+    assert pages.table_rows(short) == pages.LONG_TABLE_ROWS
+    assert "scroll-output" not in short.metadata.get("tags", [])
+    assert "scroll-output" in long.metadata.get("tags", [])
+
+
 def test_prepare_is_idempotent():
     records = [record("a"), record("b", passed=False)]
     once = executed(records)

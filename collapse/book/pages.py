@@ -36,6 +36,7 @@ __all__ = [
     "artefacts",
     "ascii_math",
     "unfilled_values",
+    "table_rows",
     "ARTEFACTS",
     "EMOJI",
 ]
@@ -49,6 +50,11 @@ OFF_PAGE_TAGS = ("injected-parameters", "check")
 FOLDED_TAGS = ("hidden-check",)
 # Cells `prepare` writes, dropped and written again on every run.
 _GENERATED_TAGS = (GLANCE_TAG, DOWNLOADS_TAG, launch.INSTALL_TAG)
+# A table output longer than this many rows scrolls in a box of its own (myst-nb's
+# `scroll-output` tag: 24em of it at a time on screen, printed whole), so that a reference
+# table does not push the argument several screens down.
+LONG_TABLE_ROWS = 12
+SCROLL_TAG = "scroll-output"
 
 
 def verdict_markdown(record: dict) -> str:
@@ -116,6 +122,17 @@ def _split_title(notebook) -> int:
     return -1
 
 
+def table_rows(cell) -> int:
+    """The body rows of the Markdown tables a code cell shows (`tables.show` draws them)."""
+    rows = 0
+    for output in cell.get("outputs", []):
+        lines = str(output.get("data", {}).get("text/markdown", "")).splitlines()
+        table = [line for line in lines if line.lstrip().startswith("|")]
+        separators = sum(1 for line in table if set(line.strip()) <= set("|-: "))
+        rows += len(table) - 2 * separators  # each table: a header and its separator
+    return rows
+
+
 def downloads_markdown(name: str) -> str:
     """The line offering the page's files. Sphinx's {download} role copies each into the
     built site; book/executed/ pages sit two folders below notebooks/."""
@@ -146,6 +163,8 @@ def prepare(
             record = output.get("metadata", {}).get(METADATA_KEY)
             if record is not None and record["key"] in by_key:
                 output["data"]["text/markdown"] = verdict_markdown(by_key[record["key"]])
+        if table_rows(cell) > LONG_TABLE_ROWS:
+            _tag(cell, SCROLL_TAG)
     title = _split_title(notebook)
     after = notebook.cells[title + 1 : title + 2]
     opening = title + 1 if after and after[0].cell_type == "markdown" else title
