@@ -22,6 +22,7 @@ from pathlib import Path
 
 import attacks_sandbox as attacks
 import pytest
+from conftest import without_network
 
 import collapse
 from collapse.book import grading, runner, sandbox
@@ -251,6 +252,19 @@ def test_a_cell_is_still_interrupted(box):
         assert reply["content"]["ename"] == "KeyboardInterrupt"
         after = kernel.run("print('alive')")
         assert after.strip() == "alive", after
+
+
+def test_a_uid_held_here_is_not_given_to_a_grader_in_another_network_namespace(box):
+    """Tests and offline runs grade under `unshare -n`: were the uids held by a name of that
+    namespace only, two graders would share one, and the first to finish would kill the
+    other's kernel (its sweep of the uid)."""
+    take = "from collapse.book import sandbox\nwith sandbox._slot('uid') as uid:\n    print(uid)"
+    with sandbox._slot(box.user) as held:
+        other = subprocess.run(
+            without_network([sys.executable, "-c", take]), capture_output=True, text=True
+        )
+    assert other.returncode == 0, other.stderr
+    assert int(other.stdout) != held
 
 
 def test_the_first_line_names_what_the_machine_refused():

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import errno
+import fcntl
 import functools
 import grp
 import os
@@ -31,7 +32,6 @@ import pwd
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -48,6 +48,7 @@ __all__ = ["Sandbox", "Confinement", "sandbox", "limits"]
 
 FIRST_UID = 61000  # a submission's kernel runs as FIRST_UID + its slot (as root)
 SLOTS = 1000  # uids tried from FIRST_UID
+SLOT_LOCKS = Path("/run/collapse-grade")  # a lock file per uid in use (`_slot`), root's alone
 # Folders anyone may write: each gets a fresh, empty tmpfs in a kernel's mount namespace.
 SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 # Thread pools sized by the machine (64 cores: 64 threads) would hit the process limit, which
@@ -323,26 +324,30 @@ def _slot(user: str) -> Iterator[int | None]:
     """As root, a uid no account and no process has, held for this submission while it runs;
     else None.
 
-    The hold is an abstract Unix socket named after the uid: one name per machine (network
-    namespace), so two graders never share a uid, released by the kernel when its holder ends
-    however it ends, and no file is left behind (a lock file in /tmp would outlive the run)."""
+    The hold is an exclusive lock (flock) on SLOT_LOCKS/<uid>: one per machine, shared by
+    graders in other network namespaces too (an abstract socket's name is not: an offline
+    grader, `unshare -n`, took the uid of a running one and its sweep killed that kernel),
+    released by the kernel when its holder ends however it ends. The folder is root's alone."""
     if user != "uid":
         yield None
         return
+    SLOT_LOCKS.mkdir(mode=0o700, parents=True, exist_ok=True)
     for uid in range(FIRST_UID, FIRST_UID + SLOTS):
         if _known(uid):
             continue
-        hold = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        hold = os.open(SLOT_LOCKS / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
-            hold.bind(f"\0collapse-grade-uid-{uid}")
+            fcntl.flock(hold, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:  # another submission holds it
-            hold.close()
+            os.close(hold)
             continue
-        with hold:
+        try:
             if _processes_of(uid):  # a process we did not start: never ours to kill
                 continue
             yield uid
             return
+        finally:
+            os.close(hold)
     raise ParameterError(f"no free uid in {FIRST_UID}..{FIRST_UID + SLOTS - 1} for a kernel")
 
 
