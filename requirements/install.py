@@ -15,9 +15,11 @@ takes PyPI's build (CUDA on Linux).
 from __future__ import annotations
 
 import argparse
+import compileall
 import platform
 import subprocess
 import sys
+import sysconfig
 import urllib.request
 from pathlib import Path
 
@@ -30,10 +32,19 @@ EXTRAS = "book,test,pretrained,lab,pdf"
 
 
 def pip(*args: str) -> None:
-    """Run pip in this interpreter; stop the install on its first failure."""
-    command = [sys.executable, "-m", "pip", "install", "--quiet", *args]
+    """Run pip in this interpreter; stop the install on its first failure. pip byte-compiles
+    nothing: `compile_all` does it at the end, on every core (pip's own pass is serial: half
+    the install's time on two cores)."""
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", *args]
     if subprocess.run(command).returncode:
         sys.exit(f"install: pip install {' '.join(args)} failed")
+
+
+def compile_all() -> None:
+    """Byte-compile the environment's packages, as pip would have, in parallel: a graded
+    kernel reads them from a read-only view and could not write its own .pyc files. A file
+    that does not compile (a template, another Python's syntax) is left as pip leaves it."""
+    compileall.compile_dir(sysconfig.get_paths()["purelib"], quiet=2, workers=0)
 
 
 def lock_applies() -> bool:
@@ -89,6 +100,7 @@ def main(argv=None) -> int:
         )
         install_torch(args.torch)
         pip("-e", f"{ROOT}[{args.extras}]")
+    compile_all()
     if subprocess.run([sys.executable, "-m", "pip", "check"]).returncode:
         sys.exit("install: pip check found broken requirements (above)")
     import torch  # noqa: PLC0415 (installed just now)

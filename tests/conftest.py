@@ -9,7 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
+
+# `make test` runs three processes on two cores (two workers and the fast book's build): each
+# single-threaded, so that no OpenMP or BLAS pool spins waiting for a core another one holds
+# (their subprocesses and kernels inherit it). A test of threading sets its own count.
+for _pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_pool, "1")
+
+import torch  # noqa: E402 (after the thread settings, which it reads when imported)
 
 ROOT = Path(__file__).resolve().parents[1]
 

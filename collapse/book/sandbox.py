@@ -331,7 +331,10 @@ def _slot(user: str) -> Iterator[int | None]:
     if user != "uid":
         yield None
         return
-    SLOT_LOCKS.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        SLOT_LOCKS.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as err:
+        raise ParameterError(f"kernel uids cannot be held: {SLOT_LOCKS}: {err.strerror}") from None
     for uid in range(FIRST_UID, FIRST_UID + SLOTS):
         if _known(uid):
             continue
