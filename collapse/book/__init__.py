@@ -35,7 +35,7 @@ BOOK_MODULES = ("yaml", "jupytext", "nbformat", "nbclient", "papermill", "ipyker
 
 # nbformat imports jsonschema, which imports rfc3987-syntax where installed (the lock has it, for
 # jupyter-events) only to check "iri" strings, which no notebook schema has, and that module
-# builds its grammar on import: 1.5 s of CPU in each command and each grading worker, so it is
+# builds its grammar on import: 1.7 s of CPU in each command and each grading worker, so it is
 # marked absent here (jsonschema then leaves that one format unchecked).
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 

@@ -277,9 +277,10 @@ class Project:
     root: Path
 
     @classmethod
-    def find(cls, start: Path | None = None) -> Project:
-        """The nearest folder at or above `start` (default: cwd) with notebooks/profiles.yml."""
-        here = Path(start or Path.cwd()).resolve()
+    def find(cls) -> Project:
+        """The nearest folder at or above the current one with notebooks/profiles.yml (else
+        the installed checkout's); `at` takes a root as given."""
+        here = Path.cwd().resolve()
         for folder in (here, *here.parents, PACKAGE.parent):
             if (folder / "notebooks" / "profiles.yml").is_file():
                 return cls(folder)
