@@ -55,7 +55,7 @@ EXPECTATIONS = {
 }
 GLANCE_QUOTE = (
     "<br>*“Rank collapse happens exponentially for pure attention.”* "
-    "({cite:t}`wu2024role`, caption of Fig. 2)"
+    "({cite:t}`wu2024role`)"  # where in the paper is told under the verdict
 )
 
 

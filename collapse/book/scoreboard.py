@@ -232,11 +232,13 @@ def table_cell(text: str) -> str:
 
 def glance_claim(record: dict) -> str:
     """A verdict's cell in a chapter's at-a-glance table: its claim, linking to the verdict,
-    and the first line of the sentence it tests."""
+    and the first line of the sentence it tests with its paper (where in the paper is told
+    under the verdict)."""
     cell = f"[{table_cell(record['claim'])}](#{anchor(record)})"
     if record.get("quote"):
         words = table_cell(_first_line(record["quote"]))
-        cell += f"<br>*“{words}”* ({table_cell(_citation(record))})"
+        cite = record["source"].partition(", ")[0]
+        cell += f"<br>*“{words}”* ({{cite:t}}`{cite}`)"
     return cell
 
 
