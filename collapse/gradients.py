@@ -46,6 +46,7 @@ __all__ = [
     "autograd_norm",
     "jacobian_norm",
     "exact_norms",
+    "exactness",
     "frozen_attention",
     "VARIANTS",
     "norm_grid",
@@ -55,6 +56,7 @@ __all__ = [
     "KIND_NAMES",
     "VARIANT_SUFFIXES",
     "config_name",
+    "named",
     "effect_interval",
     "norm_curve",
     "norm_panels",
@@ -296,6 +298,16 @@ def exact_norms(
     return torch.stack([autograd_norm(net, L, chunk=chunk) for L in depths])
 
 
+def exactness(config: gap.GapConfig, seeds: Sequence[int]) -> float:
+    """Largest relative gap, over the depths 1..config.n_layers and the seeds, between
+    `exact_norms` and the norm of the whole Jacobian (`jacobian_norm`): how exact the
+    closed forms and the batched autograd are, checked against the slow definition."""
+    net = draw(config, seeds)
+    ours = exact_norms(net)
+    reference = torch.stack([jacobian_norm(net, L) for L in range(1, config.n_layers + 1)])
+    return ((ours - reference).abs() / reference).max().item()
+
+
 def frozen_attention(net: Network) -> Network:
     """The same network with every attention matrix held at its forward-pass value.
 
@@ -477,6 +489,16 @@ def config_name(kind: str, variant: str, fix: bool = False) -> str:
     ('$A^\\perp$+skip', '$A(X)$+LN')
     """
     return "$" + _SYMBOLS[kind] + (r"^\perp" if fix else "") + "$" + VARIANT_SUFFIXES[variant]
+
+
+def named(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table with columns (or index levels) kind, variant and fix, with two columns added as
+    the page names them: "attention" (`KIND_NAMES`) and "configuration" (`config_name`)."""
+    rows = frame.reset_index() if "kind" in frame.index.names else frame.copy()
+    rows["attention"] = rows["kind"].map(KIND_NAMES)
+    keys = rows[["kind", "variant", "fix"]].itertuples(index=False)
+    rows["configuration"] = [config_name(k, v, f) for k, v, f in keys]
+    return rows
 
 
 def effect_interval(row, column: str) -> str:

@@ -1,6 +1,7 @@
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -214,3 +215,12 @@ def test_fix_effect_is_the_paired_per_seed_slopes():
     )
     with pytest.raises(ParameterError, match="with and without the fix"):
         gradients.fix_effect(frame[~frame["fix"]])
+
+
+def test_exactness_is_the_gap_to_the_whole_jacobian_and_named_rows_read_as_the_page():
+    config = gap.GapConfig(T=5, d=5, n_layers=2, attention="normal", skip=True)
+    assert gradients.exactness(config, [0, 1]) < 1e-10
+    table = pd.DataFrame({"kind": ["markov"], "variant": ["skip"], "fix": [True], "slope": [1.0]})
+    rows = gradients.named(table.set_index(["kind", "variant", "fix"]))
+    names = rows.loc[0, ["attention", "configuration"]].tolist()
+    assert names == ["Markov $A$", r"$A^\perp$+skip"]
