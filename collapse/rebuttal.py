@@ -1,4 +1,4 @@
-"""The runs behind the questions that the rebuttal of Wu et al. (2024) left open (chapter 10).
+"""The runs behind the questions the rebuttal of Wu et al. (2024) left open (chapters 10, 11).
 
 Five questions, each a batched run of `san.simulate` or `counterexample.iterate` with the
 chapter's conventions fixed here: random value weights under scale-only LayerNorm

@@ -1,4 +1,4 @@
-"""Presentation helpers of the chapters on depth, gradients and training (13, 15, 16)."""
+"""Presentation helpers of the chapters on depth, gradients and training (14, 16, 17)."""
 
 import matplotlib
 

@@ -245,7 +245,7 @@ def test_pretrained_sweep_is_simulate_per_mask_and_temperature(d_qk):
 
 def test_workloads_of_the_san_chapters_are_registered():
     assert {"temperature", "variants", "pretrained", "token-geometry",
-            "open-questions"} <= set(workloads.slugs())
+            "open-questions", "layernorm-discontinuity"} <= set(workloads.slugs())
     small = dict(toy_n=8, toy_layers=8, toy_seeds=1, n_tokens=8, d=16, n_heads=2, n_layers=8,
                  n_samples=1, d_qk_values=[1.0], batch_size=0)
     twice = workloads.of("temperature", {**small, "d_qk_values": [1.0, 2.0]})

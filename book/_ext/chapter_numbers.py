@@ -1,8 +1,8 @@
 """Sphinx extension: a chapter is numbered by its notebook's own number, everywhere.
 
 The table of contents groups the chapters by paper, in parts that Sphinx numbers each from 1:
-it would call 11-spectral-gap chapter 1; readers, the `collapse` command and the file names
-all say 11. After Sphinx numbers the sections, each chapter's leading number
+it would call 12-spectral-gap chapter 1; readers, the `collapse` command and the file names
+all say 12. After Sphinx numbers the sections, each chapter's leading number
 is replaced by the one in its file name (book/executed/NN-name), before figures, theorems and
 exercises are numbered from it: Fig. 12.3 is the third figure of chapter 12.
 """

@@ -297,47 +297,56 @@ def token_geometry(checkpoint, model_dirs, n_samples, n_tokens, batch_size) -> W
     return Work(flops=flops, peak_bytes=peak)
 
 
-@formula("open-questions")
-def open_questions(
-    n_tokens, widths, n_seeds, width_layers, norm_layers, linear_layers, softmax_layers,
-    path_points, path_layers, rms_layers, grid_deg,
-) -> Work:
-    """The width runs (three value laws), the norm runs under 8 masks, the softmax and
-    linear runs, and the 2-token paths and circles of the counterexample; small matrices,
-    one Python step per layer, thousands of layers: a low share of GEMM."""
+def _san_flops(d, depth, n, runs):
+    """Projections and scores of `runs` stacks of n tokens of width d, `depth` layers."""
     from ..san import SANConfig
 
-    def san_flops(d, depth, n, runs):  # projections and scores of runs x n tokens x depth
-        return grid_flops({"san": SANConfig(d=d, n_layers=depth)}, n, runs)
+    return grid_flops({"san": SANConfig(d=d, n_layers=depth)}, n, runs)
 
-    def qr_flops(d, depth):  # orthogonal W_V: a QR with its Q (8/3 d^3) per layer and seed
-        return n_seeds * depth * 8 / 3 * d**3
 
-    N, circle = n_tokens, round(360 / grid_deg)
+def _qr_flops(d, depth, n_seeds):
+    """Orthogonal W_V: a QR with its Q (8/3 d^3) per layer and seed."""
+    return n_seeds * depth * 8 / 3 * d**3
+
+
+@formula("open-questions")
+def open_questions(
+    n_tokens, widths, n_seeds, width_layers, norm_layers, linear_layers, softmax_layers
+) -> Work:
+    """The width runs (three value laws), the norm runs under 8 masks, the softmax and
+    linear runs; small matrices, one Python step per layer, thousands of layers: a low share
+    of GEMM."""
+    N = n_tokens
     flops = sum(  # random W_V at each width (the QR dominates when d >> N), mean |cos|
-        3 * san_flops(d, width_layers, N, 2 * n_seeds)
-        + qr_flops(d, width_layers)
+        3 * _san_flops(d, width_layers, N, 2 * n_seeds)
+        + _qr_flops(d, width_layers, n_seeds)
         + 3 * 2 * n_seeds * (width_layers + 1) * 2 * N**2 * d
         for d in widths
     )
-    flops += 2 * san_flops(N, norm_layers, N, 8 * n_seeds) + qr_flops(N, norm_layers)  # 8 masks
-    flops += san_flops(N, norm_layers // 4, N, 8 * n_seeds) + qr_flops(N, norm_layers // 4)
-    flops += 4 * san_flops(N, softmax_layers, N, n_seeds) + 3 * san_flops(N, softmax_layers, N, 1)
-    flops += san_flops(N, linear_layers, N, 3 * n_seeds)  # the linear case, 3 masks
-    # 2-token, 2-D states (~ 30 FLOP a layer): the path with and without LN, the RMSNorm
-    # counterexample on the circle (simulated and iterated, 3 gains) and scale-only LN
-    flops += 30 * (2 * path_points * max(path_layers) + 7 * circle * rms_layers)
-    flops += 3 * san_flops(2, rms_layers, 2, circle)
-    flops += 3 * san_flops(16, rms_layers, 8, 8 * n_seeds) + 3 * qr_flops(16, rms_layers)
+    flops += 2 * _san_flops(N, norm_layers, N, 8 * n_seeds) + _qr_flops(N, norm_layers, n_seeds)
+    flops += _san_flops(N, norm_layers // 4, N, 8 * n_seeds)  # 8 masks, with LN
+    flops += _qr_flops(N, norm_layers // 4, n_seeds)
+    flops += 4 * _san_flops(N, softmax_layers, N, n_seeds)
+    flops += 3 * _san_flops(N, softmax_layers, N, 1)
+    flops += _san_flops(N, linear_layers, N, 3 * n_seeds)  # the linear case, 3 masks
     # 1 - cos of every pair under LN (differences, N^2 d), width runs and the 8-mask run
     flops += 3 * sum(3 * 2 * n_seeds * (width_layers + 1) * N**2 * d for d in widths)
     flops += 3 * 8 * n_seeds * (norm_layers // 4 + 1) * N**3
-    return Work(
-        flops=flops,
-        # the widest run (every seed's weights and a QR's temporaries beside the states), or
-        # the two kept paths of the value-matrix sweep
-        peak_bytes=8 * max(
-            n_seeds * (5 * max(widths) ** 2 + 2 * N * 5 * max(widths)),
-            2 * (max(path_layers) + 1) * path_points * 4,
-        ),
-    )
+    # the widest run: every seed's weights and a QR's temporaries beside the states
+    peak = 8 * n_seeds * (5 * max(widths) ** 2 + 10 * N * max(widths))
+    return Work(flops=flops, peak_bytes=peak)
+
+
+@formula("layernorm-discontinuity")
+def layernorm_discontinuity(n_seeds, path_points, path_layers, rms_layers, grid_deg) -> Work:
+    """The 2-token paths and circles of the counterexample (about 30 FLOP a layer for a 2-D
+    state) and RMSNorm in chapter 03's setting (N = 8, d = 16, four masks, two token sets)."""
+    circle = round(360 / grid_deg)
+    # the path with and without LN, the RMSNorm counterexample on the circle (simulated and
+    # iterated, 3 gains) and scale-only LN
+    flops = 30 * (2 * path_points * max(path_layers) + 7 * circle * rms_layers)
+    flops += 3 * _san_flops(2, rms_layers, 2, circle)
+    flops += 3 * _san_flops(16, rms_layers, 8, 8 * n_seeds)
+    flops += 3 * _qr_flops(16, rms_layers, n_seeds)
+    # the two kept paths of the value-matrix sweep
+    return Work(flops=flops, peak_bytes=8 * 2 * (max(path_layers) + 1) * path_points * 4)
