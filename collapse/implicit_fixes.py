@@ -317,7 +317,7 @@ def schedule(
     return pd.DataFrame(rows)
 
 
-# Presentation: the tables and figures of the implicit-fixes chapter (15).
+# Presentation: the tables and figures of the implicit-fixes chapter (16).
 
 SPECTRUM_COLUMNS = {
     "top": r"$\sigma_1(M)$",

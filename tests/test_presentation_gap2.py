@@ -1,4 +1,4 @@
-"""Presentation helpers of the chapters on depth, gradients and training (14, 16, 17)."""
+"""Presentation helpers of the chapters on depth, gradients and training (15, 17, 18)."""
 
 import matplotlib
 

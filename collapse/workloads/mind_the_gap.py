@@ -40,11 +40,10 @@ def spectral_gap(n_seeds, T_values, fix_T, lanczos_T, timing_T, kq_T, gammas, ga
 
 
 @formula("width")
-def width(T_values, gammas, n_layers, n_seeds, max_width, mask_T, mask_seeds) -> Work:
+def width(T_values, gammas, n_layers, n_seeds, max_width) -> Work:
     """One layer after another of eight attention variants over the (T, gamma) grid, with the
-    Gram matrix's spectrum at every layer; then one masked layer per mask, T and seed, with
-    its outliers counted and removed."""
-    from .. import gap, gap_masks
+    Gram matrix's spectrum at every layer."""
+    from .. import gap
 
     # the attention of each variant (Markov with and without the fix, key-query N(0, 1)
     # with and without, identity, Xavier three times); the counter needs no more of them
@@ -71,16 +70,26 @@ def width(T_values, gammas, n_layers, n_seeds, max_width, mask_T, mask_seeds) ->
         + sum(
             n_seeds * (len(kinds) * (n_layers + 1) * 4 / 3 * T**3 + 8 / 3 * d**3)
             for T, d in cells
-        )
-        # the masked layers: four masks (complete, causal, sliding window, sink window)
-        + gap_masks.masked_width_flops(4, mask_T, mask_seeds),
-        # the widest cell: every variant's states (and a temporary each) for every seed, with
-        # each seed's d x d weights and the QR of its input; or, at the largest masked T, the
-        # seeds' X_0, logits, W, A, its SVD (U, V), the deflated and centred maps and a layer
-        peak_bytes=max(
-            max((8 * n_seeds * (2 * len(kinds) * T * d + 3 * d * d) for T, d in cells), default=0),
-            8 * 10 * mask_seeds * max(mask_T) ** 2,
         ),
+        # the widest cell: every variant's states (and a temporary each) for every seed, with
+        # each seed's d x d weights and the QR of its input
+        peak_bytes=max(
+            (8 * n_seeds * (2 * len(kinds) * T * d + 3 * d * d) for T, d in cells), default=0
+        ),
+    )
+
+
+@formula("width-masks")
+def width_masks(mask_T, mask_seeds) -> Work:
+    """One masked layer per mask (complete, causal, sliding window, sink window), T and seed,
+    with its outliers counted and removed."""
+    from .. import gap_masks
+
+    return Work(
+        flops=gap_masks.masked_width_flops(4, mask_T, mask_seeds),
+        # at the largest T: the seeds' X_0, logits, W, A, its SVD (U, V), the deflated and
+        # centred maps and a layer
+        peak_bytes=8 * 10 * mask_seeds * max(mask_T) ** 2,
     )
 
 
