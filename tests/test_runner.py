@@ -317,6 +317,16 @@ def test_cli_list_shows_claims_and_parameters(project):
     assert "n_layers = 4" in result.stdout
 
 
+def test_a_reader_that_closes_the_pipe_gets_no_traceback(project):
+    """`collapse list | head`: the command stops at the closed pipe with status 1 (Python's
+    convention for EPIPE), and says nothing on stderr."""
+    command = [sys.executable, "-m", "collapse", "--root", str(project.root), "list"]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()  # before the command writes its first line
+    _, stderr = child.communicate(timeout=60)
+    assert (child.returncode, stderr.decode()) == (1, "")
+
+
 def test_parse_assignments_rejects_code():
     assert runner.parse_assignments("a = 1\nb = [1, 'x']\nc = -2.5") == {
         "a": 1,

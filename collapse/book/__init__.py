@@ -26,6 +26,7 @@ nbformat, ipykernel, PyYAML, Jupyter Book); `import collapse` imports none of th
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 
 __all__ = ["main", "BOOK_MODULES"]
@@ -56,4 +57,10 @@ def main(argv=None) -> int:
         return 2
     from .cli import main as run
 
-    return run(argv)
+    try:
+        return run(argv)
+    except BrokenPipeError:
+        # The reader closed the pipe (`collapse list | head`): stop without a traceback, with
+        # stdout pointed at /dev/null so that the interpreter's last flush does not fail too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
