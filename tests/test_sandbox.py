@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -233,6 +234,31 @@ def test_a_submission_is_stopped_at_its_time_limit(box):
         stopped, uid = kernel.confined.stopped, kernel.uid
         assert _left_after_stop(uid) == []
     assert stopped == "stopped at the 4 s limit per submission"
+
+
+def test_a_watchdog_that_fired_ends_before_its_uid_is_freed(monkeypatch, tmp_path):
+    """The watchdog's sweep of the uid, slow on a busy machine, is over when the submission
+    ends: the next submission takes the same uid, and a sweep still under way killed its kernel
+    as it started (CI: "Kernel died before replying to kernel_info" after the time-limit test)."""
+    events, sweep = [], sandbox._kill
+
+    def slow_sweep(group, uid):
+        if isinstance(threading.current_thread(), threading.Timer):
+            time.sleep(1.0)  # the machine is busy
+            events.append("watchdog's sweep over")
+        sweep(group, uid)
+
+    monkeypatch.setattr(sandbox, "_kill", slow_sweep)
+    made = sandbox.sandbox(ROOT, 1024, processes=48, max_time=1)
+    (tmp_path / "work").mkdir(mode=0o700)
+    (tmp_path / "out").mkdir(mode=0o700)
+    with made.submission(tmp_path / "work", tmp_path / "out") as confined:
+        deadline = time.monotonic() + 60
+        while confined.stopped is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+    events.append("submission over")
+    assert confined.stopped == "stopped at the 1 s limit per submission"
+    assert events == ["watchdog's sweep over", "submission over"]
 
 
 @pytest.mark.execution

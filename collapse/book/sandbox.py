@@ -137,6 +137,7 @@ class Sandbox:
                 yield confined
             finally:
                 watchdog.cancel()
+                watchdog.join()  # one that fired ends its sweep of the uid before it is freed
                 _end(group, uid)
 
     def prefix(self, work: Path, protect: Path, uid, private: Path, group=None) -> list[str]:
