@@ -118,24 +118,14 @@ def depth(T, d, n_layers, n_seeds, spread_seeds) -> Work:
 
 
 @formula("implicit-fixes")
-def implicit_fixes(
-    n_seeds, lams, T_values, kq_T, many_seeds, many_full_T, width_T, width_kq_T, width_seeds,
-    depth_T, depth_seeds, n_layers, grad_variants, grad_Ts, grad_seeds,
-) -> Work:
-    """The first-layer maps' spectra, the verdicts' small Markov spectra, one layer in width,
-    the stacks in depth and the gradient norms, for the implicit fixes."""
-    from .. import gap, gradients
-
+def implicit_fixes(n_seeds, lams, T_values, kq_T, many_seeds, many_full_T) -> Work:
+    """The first-layer maps' spectra and the verdicts' small Markov spectra, for the implicit
+    fixes."""
     maps = 5 + len(lams)  # softmax, A⊥, centred, sigmoid, differential; the fixed lambdas
-
-    def top(T):
-        # sigma_1 of a T x T map: a dense SVD (8/3 T^3) below T = 512, else Lanczos (~ 200
-        # products of 2 T^2)
-        return 8 / 3 * T**3 if T < 512 else 400 * T**2
 
     # the first-layer maps' spectra: sigma_1 of each map and of its bulk, every T and seed;
     # the key-query maps first draw X_0 (a QR with its Q, 8/3 T^3), X W_Q, X W_K and scores
-    flops = n_seeds * sum(2 * maps * top(T) for T in [*T_values, *kq_T])
+    flops = n_seeds * sum(2 * maps * _top(T) for T in [*T_values, *kq_T])
     flops += n_seeds * sum(8 / 3 * T**3 + 6 * T**3 for T in kq_T)
 
     def many(t):
@@ -146,14 +136,37 @@ def implicit_fixes(
 
     # those spectra: each fixed lambda up to 2 T* = 8 (1 + lam^2) / (1 - lam)^2, softmax and
     # the first layer's differential map up to many_full_T, and the two for key-query scores
-    flops += sum(many(t) * (2 * 2 * top(t) + 8 / 3 * t**3 + 6 * t**3) for t in kq_T)
+    flops += sum(many(t) * (2 * 2 * _top(t) + 8 / 3 * t**3 + 6 * t**3) for t in kq_T)
     flops += sum(
         many(t)
         * 2
-        * top(t)
+        * _top(t)
         * (sum(t <= 8 * (1 + lam**2) / (1 - lam) ** 2 for lam in lams) + 2 * (t <= many_full_T))
         for t in T_values
     )
+    largest = max(T_values + kq_T)
+    # the largest T: every map of one seed, the draws they share, Lanczos' float32 copy
+    return Work(flops=flops, peak_bytes=8 * (maps + 3) * largest**2)
+
+
+def _top(T):
+    """sigma_1 of a T x T map: a dense SVD (8/3 T^3) below T = 512, else Lanczos (~ 200
+    products of 2 T^2)."""
+    return 8 / 3 * T**3 if T < 512 else 400 * T**2
+
+
+@formula("fixes-in-networks")
+def fixes_in_networks(
+    width_T, width_kq_T, width_seeds, edge_T, depth_T, depth_seeds, n_layers, grad_variants,
+    grad_Ts, grad_seeds,
+) -> Work:
+    """The key-query maps' edge constant, one layer in width, the stacks in depth and the
+    gradient norms, for the implicit fixes in a network."""
+    from .. import gap, gradients
+
+    # the edge constant: sigma_1 of A⊥ and of its bulk at T = edge_T for each seed, after X_0
+    # (a QR with its Q), X W_Q, X W_K and the scores
+    flops = width_seeds * (2 * _top(edge_T) + 8 / 3 * edge_T**3 + 6 * edge_T**3)
     # one layer at width d = T, six maps per kind: the sweep's products and Gram matrices,
     # then eigvalsh at layers 0 and 1 (4/3 T^3 each) and the Haar input (8/3 T^3) per cell
     # and seed
@@ -180,9 +193,10 @@ def implicit_fixes(
         for T in grad_Ts
         if kind == "normal" or "ln" in v
     )
-    largest = max(T_values + kq_T)
-    # the largest T: every map of one seed, the draws they share, Lanczos' float32 copy
-    return Work(flops=flops, peak_bytes=8 * (maps + 3) * largest**2)
+    width = max(width_T + width_kq_T)
+    # the larger of: the edge constant's map with its draws and Lanczos' float32 copy, and the
+    # widest cell of the width sweep (six maps, each seed's X, A and W)
+    return Work(flops=flops, peak_bytes=8 * max(4 * edge_T**2, 6 * 3 * width_seeds * width**2))
 
 
 def _skip_closed_form(T, depth):
