@@ -317,7 +317,7 @@ def schedule(
     return pd.DataFrame(rows)
 
 
-# Presentation: the tables and figures of the implicit-fixes chapter (16).
+# Presentation: the tables and figures of the implicit-fixes chapters (17, 18).
 
 SPECTRUM_COLUMNS = {
     "top": r"$\sigma_1(M)$",

@@ -13,7 +13,7 @@ from collapse.checks import ParameterError
 
 NOTEBOOKS = [
     "06-temperature",
-    "13-width",
+    "14-width",
 ]  # a SAN sweep and a Mind-the-Gap stack, both short in the fast profile
 
 

@@ -321,7 +321,8 @@ class Project:
 
     def select(self, names) -> list[Notebook]:
         """Notebooks by full name, number ('01') or name without number; all when
-        names is empty.
+        names is empty. A full name whose number has moved (chapters split and renumbered:
+        a class's assignment made before) finds its chapter by the name without number.
         """
         available = self.notebooks()
         if not names:
@@ -329,6 +330,8 @@ class Project:
         chosen = []
         for name in names:
             matches = [nb for stem, nb in available.items() if name in (stem, stem[:2], stem[3:])]
+            if not matches and re.fullmatch(r"\d\d-.+", name):
+                matches = [nb for stem, nb in available.items() if stem[3:] == name[3:]]
             if len(matches) != 1:
                 raise ParameterError(
                     f"notebook must be one of {', '.join(available) or '(none found)'}; "

@@ -10,33 +10,41 @@ from . import formula
 
 
 @formula("spectral-gap")
-def spectral_gap(n_seeds, T_values, fix_T, lanczos_T, timing_T, kq_T, gammas, gamma_T) -> Work:
-    """Dense spectra of random Markov matrices and of the fix, Lanczos at large T, and
-    key-query attention at T = d and over the gamma sweep."""
-    svd, eig, qr = (partial(dense_flops, kind) for kind in ("svdvals", "eigvals", "qr"))
+def spectral_gap(n_seeds, T_values, fix_T, lanczos_T, timing_T) -> Work:
+    """Dense spectra of random Markov matrices and of the fix, and Lanczos at large T."""
+    svd, eig = (partial(dense_flops, kind) for kind in ("svdvals", "eigvals"))
     # dense spectra of A, then of A-perp (the fix)
     dense = sum(n_seeds * (svd(T) + eig(T)) for T in {*T_values, *fix_T})
     dense += sum(n_seeds * (svd(T) + eig(T)) for T in fix_T)
     # sigma_1, sigma_2 by Lanczos: ~ 200 products with A or A^T (2 T^2 each, mostly float32),
     # and drawing A (~ 10 T^2); plus the dense SVD it is timed against
     lanczos = sum(n_seeds * 410 * T**2 for T in lanczos_T) + svd(timing_T) + 410 * timing_T**2
-    # key-query attention, 2 weight laws: X from a QR, X W_Q, X W_K, scores; svdvals (x2 at
-    # the largest T, for the figure), at T = d and over the gamma sweep (svdvals twice)
-    kq = sum(
-        2 * n_seeds * (qr(T) + 6 * T**3 + svd(T) * (2 if max(kq_T) == T else 1)) for T in kq_T
-    )
-    for gamma in gammas:
-        d = max(1, round(gamma_T / gamma))
-        kq += 2 * n_seeds * (qr(max(gamma_T, d)) + 6 * gamma_T * d**2 + 2 * svd(gamma_T))
     big = max(lanczos_T + [timing_T])
     return Work(
-        flops=dense + lanczos + kq,
+        flops=dense + lanczos,
         # the larger of: every dense A kept (with its complex eigenvalues), and one Lanczos
         # matrix with its float32 copy and the temporaries of its draw
         peak_bytes=max(
             sum(8 * n_seeds * (T**2 + 3 * T) for T in {*T_values, *fix_T}), 8 * 3.5 * big**2
         ),
     )
+
+
+@formula("key-query")
+def key_query(n_seeds, kq_T, gammas, gamma_T) -> Work:
+    """Key-query attention at T = d and over the gamma sweep, for two weight laws."""
+    svd, qr = (partial(dense_flops, kind) for kind in ("svdvals", "qr"))
+    # X from a QR, X W_Q, X W_K, scores; svdvals (x2 at the largest T, for the figure and
+    # its random Markov comparison), at T = d and over the gamma sweep (svdvals twice)
+    flops = sum(
+        2 * n_seeds * (qr(T) + 6 * T**3 + svd(T) * (2 if max(kq_T) == T else 1)) for T in kq_T
+    )
+    for gamma in gammas:
+        d = max(1, round(gamma_T / gamma))
+        flops += 2 * n_seeds * (qr(max(gamma_T, d)) + 6 * gamma_T * d**2 + 2 * svd(gamma_T))
+    # the largest draw: the QR of a max(T, d) square matrix and the maps of every seed
+    side = max([*kq_T, *(max(gamma_T, round(gamma_T / g)) for g in gammas)])
+    return Work(flops=flops, peak_bytes=8 * (3 * side**2 + 2 * n_seeds * max(kq_T) ** 2))
 
 
 @formula("width")
