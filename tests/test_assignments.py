@@ -7,8 +7,14 @@ issued and with its solutions put back.
 """
 
 import ast
+import contextlib
+import os
 import re
+import signal
+import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 import jupytext
@@ -169,6 +175,49 @@ def test_a_loop_that_ignores_the_interrupt_stops_grading_with_a_clear_line(toy, 
     )
     assert "not run: execution stopped before this check" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def _kernel_under(pid: int) -> str | None:
+    """The command line of an ipykernel descended from process `pid`, or None."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            after_name = (entry / "stat").read_text().rsplit(")", 1)[1]  # state, then ppid
+            parents[int(entry.name)] = int(after_name.split()[1])
+        except (ValueError, OSError, IndexError):
+            continue
+    for child in parents:
+        ancestor = child
+        while ancestor in parents and ancestor != pid:
+            ancestor = parents[ancestor]
+        if ancestor == pid:
+            with contextlib.suppress(OSError):
+                line = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                if "ipykernel" in line:
+                    return line
+    return None
+
+
+def test_a_signal_stops_grading_and_writes_no_grade(toy, tmp_path):
+    """SIGTERM (like Ctrl-C's SIGINT) while a submission runs stops the grader with status 130
+    and writes no row for work never graded: nbclient's own handlers shut the kernel down and
+    let grading go on, into 0 points "stopped after 60 s (the time limit per cell)"."""
+    root, _ = toy
+    path = submission(toy, tmp_path, "while True:\n    pass")
+    book = tmp_path / "grades.csv"
+    command = [sys.executable, "-m", "collapse", "--root", str(root), "grade", str(path),
+               "--csv", str(book)]  # fmt: skip
+    grader = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while (kernel := _kernel_under(grader.pid)) is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert kernel, "no kernel started"
+    grader.send_signal(signal.SIGTERM)
+    out, err = grader.communicate(timeout=120)
+    assert (grader.returncode, err.strip()) == (130, "collapse: interrupted"), out + err
+    assert "points" not in out and not book.exists()
+    folder = re.search(r"(/\S*collapse-grade-[^/\s]+)/", kernel)  # the kernel's work folder
+    assert folder and not os.path.exists(folder.group(1)), kernel
 
 
 def test_a_dying_kernel_is_reported(toy, tmp_path):

@@ -24,19 +24,21 @@ from __future__ import annotations
 import ast
 import asyncio
 import builtins
+import contextlib
 import functools
 import json
 import logging
 import os
 import queue
 import secrets
+import signal
 import sys
 import traceback
 from pathlib import Path
 
 from . import wire
 
-__all__ = ["chapter_imports", "free_names", "grading_client", "main"]
+__all__ = ["GradingStoppedError", "chapter_imports", "free_names", "grading_client", "main"]
 
 _PROTOCOL_LIMIT = 4 * wire.REPLY_LIMIT  # one line between the grader and its check process
 _STDERR_TAIL = 2000  # characters of the check process's stderr kept for a "grader error"
@@ -45,6 +47,12 @@ _OUTPUT_LIMIT = wire.REPLY_LIMIT + 4096  # a request's stdout: the reply, its no
 _QUIET = logging.getLogger("collapse.book.checkhost.nbclient")
 _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
+_STOPS = (signal.SIGINT, signal.SIGTERM)  # the signals that stop the grading
+
+
+class GradingStoppedError(Exception):
+    """The grader was asked to stop (SIGINT or SIGTERM) while a submission ran: the
+    submission was not graded."""
 
 
 def _python(cell_source: str) -> ast.Module | None:
@@ -318,16 +326,54 @@ def _client_class():
         def __init__(self, nb, checks: dict, imports: dict, folder: str, **kw):
             super().__init__(nb, log=_QUIET, **kw)
             self.checks, self.outcomes = dict(checks), {}
-            self.started = self.stuck = None
+            self.started = self.stuck = self.signalled = self._task = None
             self.process = _CheckProcess(imports, folder)
 
         async def async_execute(self, reset_kc: bool = False, **kwargs):
+            self._task = asyncio.current_task()
             try:
                 return await super().async_execute(reset_kc, **kwargs)
+            except BaseException:  # a stop surfaces as whatever nbclient makes of it
+                if (by := self._stopped_by()) is None:
+                    raise
+                raise GradingStoppedError(f"stopped by {by}") from None
             finally:
                 await self.process.close()
 
         execute = run_sync(async_execute)
+
+        @contextlib.asynccontextmanager
+        async def async_setup_kernel(self, **kwargs):
+            """nbclient's, with SIGINT and SIGTERM stopping the grading. nbclient's own handlers
+            shut the kernel down and let the notebook run on, into a grade for work never graded
+            ("stopped at the time limit per cell"), and stay installed after it."""
+            loop = asyncio.get_running_loop()
+            async with super().async_setup_kernel(**kwargs):
+                if (by := self._stopped_by()) is not None:  # while the kernel started
+                    raise GradingStoppedError(f"stopped by {by}")
+                for signum in _STOPS:  # RuntimeError: not the main thread (nbclient's: neither)
+                    with contextlib.suppress(RuntimeError, NotImplementedError):
+                        loop.add_signal_handler(signum, self._stop, signum)
+                try:
+                    yield
+                finally:
+                    for signum in _STOPS:  # the defaults again: a later signal stops the grader
+                        with contextlib.suppress(RuntimeError, NotImplementedError):
+                            loop.remove_signal_handler(signum)
+
+        def _stop(self, signum: int) -> None:
+            self.signalled = signum
+            if self._task is not None:
+                self._task.cancel()
+
+        def _stopped_by(self) -> str | None:
+            """The signal that stopped the grading, if one did: caught by our handlers, or by
+            nbclient's while the kernel started (its handler sets this future)."""
+            if self.signalled is not None:
+                return signal.Signals(self.signalled).name
+            if getattr(self, "_async_cleanup_kernel_future", None) is not None:
+                return "a signal"
+            return None
 
         async def async_execute_cell(
             self, cell, cell_index, execution_count=None, store_history=True

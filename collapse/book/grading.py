@@ -276,6 +276,8 @@ def _execute(nb, params: dict, timeout: int, box: Sandbox, imports: dict):
                 resources={"metadata": {"path": str(work)}})  # fmt: skip
             try:
                 client.execute()
+            except checkhost.GradingStoppedError:  # SIGINT, SIGTERM: no row for work not graded
+                raise KeyboardInterrupt from None
             except CellTimeoutError:
                 stopped = f"a cell ran past {timeout} s and did not respond to the interrupt"
             except Exception as err:  # the kernel died or would not start
