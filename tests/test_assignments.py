@@ -198,15 +198,17 @@ def _kernel_under(pid: int) -> str | None:
     return None
 
 
-def test_a_signal_stops_grading_and_writes_no_grade(toy, tmp_path):
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_signal_stops_grading_and_writes_no_grade(toy, tmp_path, jobs):
     """SIGTERM (like Ctrl-C's SIGINT) while a submission runs stops the grader with status 130
     and writes no row for work never graded: nbclient's own handlers shut the kernel down and
-    let grading go on, into 0 points "stopped after 60 s (the time limit per cell)"."""
+    let grading go on, into 0 points "stopped after 60 s (the time limit per cell)"; with
+    --jobs 2 the grader died alone and its workers graded on, orphans."""
     root, _ = toy
     path = submission(toy, tmp_path, "while True:\n    pass")
     book = tmp_path / "grades.csv"
     command = [sys.executable, "-m", "collapse", "--root", str(root), "grade", str(path),
-               "--csv", str(book)]  # fmt: skip
+               "--csv", str(book), "--jobs", jobs]  # fmt: skip
     grader = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while (kernel := _kernel_under(grader.pid)) is None and time.monotonic() < deadline:

@@ -22,6 +22,7 @@ crash of the run; a spreadsheet opening the gradebook runs none of its cells as 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import csv
 import errno
@@ -29,6 +30,7 @@ import io
 import multiprocessing
 import os
 import re
+import signal
 import stat
 import tempfile
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
@@ -451,11 +453,39 @@ def grade_class(
         for i, a in enumerate(args):
             finished(i, worker(*a))
         return grades
-    with ThreadPoolExecutor(max_workers=jobs) as threads:
+    with _sigterm_interrupts() as terminated, ThreadPoolExecutor(max_workers=jobs) as threads:
         futures = {threads.submit(_in_own_process, worker, a): i for i, a in enumerate(args)}
-        for future in as_completed(futures):
-            finished(futures[future], future.result())
+        try:
+            for future in as_completed(futures):
+                finished(futures[future], future.result())
+        except KeyboardInterrupt:
+            if terminated:  # it reached this process alone (Ctrl-C reaches the workers too)
+                for child in multiprocessing.active_children():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(child.pid, signal.SIGTERM)  # each stops its submission
+            raise
     return grades
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """SIGTERM stops the grading as Ctrl-C does: by default it ended this process alone, and
+    its workers graded on, orphans, to their time limit. -> a list, not empty once it came."""
+    came = []
+
+    def interrupt(signum, frame):
+        came.append(signum)
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: signals are not ours to handle
+        yield came
+        return
+    try:
+        yield came
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def gradebook(grades, files) -> str:
