@@ -348,6 +348,7 @@ def _client_class():
             shut the kernel down and let the notebook run on, into a grade for work never graded
             ("stopped at the time limit per cell"), and stay installed after it."""
             loop = asyncio.get_running_loop()
+            before = {signum: signal.getsignal(signum) for signum in _STOPS}
             async with super().async_setup_kernel(**kwargs):
                 if (by := self._stopped_by()) is not None:  # while the kernel started
                     raise GradingStoppedError(f"stopped by {by}")
@@ -357,9 +358,10 @@ def _client_class():
                 try:
                     yield
                 finally:
-                    for signum in _STOPS:  # the defaults again: a later signal stops the grader
-                        with contextlib.suppress(RuntimeError, NotImplementedError):
+                    for signum, handler in before.items():  # the grader's own handlers again
+                        with contextlib.suppress(RuntimeError, NotImplementedError, ValueError):
                             loop.remove_signal_handler(signum)
+                            signal.signal(signum, handler)
 
         def _stop(self, signum: int) -> None:
             self.signalled = signum

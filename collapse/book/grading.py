@@ -450,8 +450,9 @@ def grade_class(
         report(result)
 
     if jobs == 1:
-        for i, a in enumerate(args):
-            finished(i, worker(*a))
+        with _sigterm_interrupts():
+            for i, a in enumerate(args):
+                finished(i, worker(*a))
         return grades
     with _sigterm_interrupts() as terminated, ThreadPoolExecutor(max_workers=jobs) as threads:
         futures = {threads.submit(_in_own_process, worker, a): i for i, a in enumerate(args)}
@@ -469,8 +470,9 @@ def grade_class(
 
 @contextlib.contextmanager
 def _sigterm_interrupts():
-    """SIGTERM stops the grading as Ctrl-C does: by default it ended this process alone, and
-    its workers graded on, orphans, to their time limit. -> a list, not empty once it came."""
+    """SIGTERM stops the grading as Ctrl-C does, the sandbox cleaned up: by default it ended
+    this process alone, and with --jobs its workers graded on, orphans, to their time limit.
+    -> a list, not empty once it came."""
     came = []
 
     def interrupt(signum, frame):
