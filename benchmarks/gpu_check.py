@@ -7,7 +7,7 @@ paper-profile timing.
    Lanczos top singular values (1e-9 of sigma_1), runtime.pick_device("auto") == cuda.
 2. Timing: a fraction of notebook 06's paper profile through chunks.sweep on the GPU
    (the BERT-size SAN, 4 masks x 3 temperatures, --fraction-samples of its 3000
-   samples; printed with the extrapolation to 3000), then `collapse run 06 --profile
+   samples; printed with the extrapolation to 3000), then `collapse run 07 --profile
    paper --force` as a whole, stopped at the time left before --limit seconds.
 
 Exit status 0 when every check passes (and no timing overran), 1 otherwise; 0 with
@@ -139,7 +139,7 @@ def notebook_timing(limit: float) -> None:
         )
     except subprocess.TimeoutExpired:
         check(
-            "collapse run 06 --profile paper",
+            "collapse run 07 --profile paper",
             False,
             f"stopped after {limit:.0f} s (the time left)",
         )
@@ -147,7 +147,7 @@ def notebook_timing(limit: float) -> None:
     seconds = time.perf_counter() - start
     print(result.stdout[-3000:] + result.stderr[-3000:], flush=True)
     check(
-        "collapse run 06 --profile paper",
+        "collapse run 07 --profile paper",
         result.returncode == 0,
         f"{seconds:.1f} s wall, exit status {result.returncode}",
     )

@@ -211,7 +211,7 @@ def unit(deg):
 
 
 def arc_numbers(theta, labels, mu_end, mu_no_ln, w: float) -> dict:
-    """Every number chapter 04's verdicts read for one w, from its grid of token 2's starts
+    """Every number chapter 05's verdicts read for one w, from its grid of token 2's starts
     (token 1 pinned at (0, 1)).
 
     Parameters
@@ -489,7 +489,7 @@ def conditioning(X: torch.Tensor) -> torch.Tensor:
 
 
 def equilibria_summary(N: int, w: float, tol: float = 1e-9) -> dict:
-    """One row of chapter 05's table: every number its verdicts read on the 2^(N-1)
+    """One row of chapter 06's table: every number its verdicts read on the 2^(N-1)
     equilibria of size N at shear w.
 
     Parameters

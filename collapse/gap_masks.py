@@ -205,7 +205,7 @@ def masked_width_flops(n_masks: int, T_values, n_seeds: int) -> float:
     return total
 
 
-# Presentation: the tables and figures of the masked-width chapter (15).
+# Presentation: the tables and figures of the masked-width chapter (16).
 
 
 def count_table(spectra: pd.DataFrame, labels) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""The runs behind the questions the rebuttal of Wu et al. (2024) left open (chapters 10, 11).
+"""The runs behind the questions the rebuttal of Wu et al. (2024) left open (chapters 11, 12).
 
 Five questions, each a batched run of `san.simulate` or `counterexample.iterate` with the
 chapter's conventions fixed here: random value weights under scale-only LayerNorm
@@ -116,7 +116,7 @@ def sphere_points(run: dict, cut: float) -> tuple[np.ndarray, np.ndarray, np.nda
 
 
 def _softmax_config(n_tokens: int, n_layers: int, init: str) -> san.SANConfig:
-    # d = N and W_Q, W_K ~ U(+-1) with d_QK = 1: chapter 03's scores.
+    # d = N and W_Q, W_K ~ U(+-1) with d_QK = 1: chapter 04's scores.
     return san.SANConfig(d=n_tokens, n_layers=n_layers, init=init, qk_gain=math.sqrt(n_tokens))
 
 
@@ -251,7 +251,7 @@ def rms_counterexample(X: torch.Tensor, W_V: torch.Tensor, gain, n_layers: int):
 
 def rms_run(X: torch.Tensor, layernorm: str, mask: torch.Tensor, seeds, n_layers: int,
             gain=None, d_qk: float = 1.0) -> san.Simulation:
-    """Chapter 03's setting (orthogonal W_V, W_Q, W_K ~ U(+-1)) under `layernorm` ("scale" or
+    """Chapter 04's setting (orthogonal W_V, W_Q, W_K ~ U(+-1)) under `layernorm` ("scale" or
     "rms", with `gain` (seed, d) in every layer, absent: 1), without epsilon, from X (seed,
     ..., N, d) under a stack of masks."""
     d = X.shape[-1]

@@ -263,7 +263,7 @@ def result_counts(sources) -> str:
 
 
 def token_sets(seeds, n: int, d: int) -> torch.Tensor:
-    """Chapter 03's two token sets per seed, (seed, 2, n, d): the rows of |G| and of G for
+    """Chapter 04's two token sets per seed, (seed, 2, n, d): the rows of |G| and of G for
     one Gaussian matrix G per seed, scaled to unit norm; the first set's cosines are all
     >= 0 (Corollary 1's condition), the second's of both signs."""
     G = torch.stack([torch.randn(n, d, generator=torch.Generator().manual_seed(s),

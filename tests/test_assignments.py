@@ -365,7 +365,7 @@ def test_every_notebook_has_a_graded_exercise_that_fails_as_issued(name):
 
 @pytest.mark.execution
 def test_a_real_assignment_fails_as_issued_and_passes_with_its_solutions(tmp_path):
-    name = "03-layernorm-orthogonal"  # about 5 s in the fast profile
+    name = "04-layernorm-orthogonal"  # about 5 s in the fast profile
     result = collapse("--root", ROOT, "assignments", name, "--out", tmp_path)
     assert result.returncode == 0, result.stderr
     issued = tmp_path / f"{name}.ipynb"

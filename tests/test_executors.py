@@ -12,8 +12,8 @@ from collapse.book import executors, runner
 from collapse.checks import ParameterError
 
 NOTEBOOKS = [
-    "06-temperature",
-    "14-width",
+    "07-temperature",
+    "15-width",
 ]  # a SAN sweep and a Mind-the-Gap stack, both short in the fast profile
 
 

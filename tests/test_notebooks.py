@@ -94,7 +94,7 @@ def test_book_parameters_are_the_parameters_cell():
 
 @pytest.mark.execution
 def test_a_claim_broken_on_purpose_fails_its_verdict(tmp_path):
-    """Five layers cannot bring log mu down by 20 nats: chapter 03's collapse verdict must fail,
+    """Five layers cannot bring log mu down by 20 nats: chapter 04's collapse verdict must fail,
     and `verdicts` must say so."""
     from conftest import copy_sources
 

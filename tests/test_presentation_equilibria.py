@@ -1,4 +1,4 @@
-"""The library pieces chapter 05 (Theorem 3's equilibria) calls: the sign patterns, the table
+"""The library pieces chapter 06 (Theorem 3's equilibria) calls: the sign patterns, the table
 of every equilibrium of one size, the rank family, the stability probe and the power norms."""
 
 import math

@@ -1,4 +1,4 @@
-"""The presentation helpers of the SAN chapters (06-10): layer axes, bands per mask and
+"""The presentation helpers of the SAN chapters (07-11): layer axes, bands per mask and
 temperature, mask tables, the readings of a sweep's frame and the pretrained sweep."""
 
 import doctest
@@ -78,7 +78,7 @@ def test_layer_ticks_leave_room_for_every_label(depth, width):
 
 
 def test_layer_axis_drops_64_next_to_128_three_panels_to_a_row():
-    fig, axes = plotting.panels(6, height=2.3)  # chapter 07's figure of the deep stacks
+    fig, axes = plotting.panels(6, height=2.3)  # chapter 08's figure of the deep stacks
     plotting.layer_axis(axes[0], 128)
     assert [int(t) for t in axes[0].get_xticks()] == [1, 4, 16, 128]
 

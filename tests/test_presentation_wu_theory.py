@@ -1,4 +1,4 @@
-"""The library pieces chapters 01-05 call: the mask registry, the theory's helpers, the mask
+"""The library pieces chapters 01-06 call: the mask registry, the theory's helpers, the mask
 design tables, the counterexample's grid numbers, and the figures and tables they draw."""
 
 import math

@@ -59,14 +59,9 @@ def mask_design(
     n_seeds,
     graph_tokens,
     probe_windows,
-    rmt_segment,
-    rmt_memory,
-    rmt_segments,
-    rmt_layers,
 ) -> Work:
     """Every deployed pattern and probe on every seed, batched, the two patterns without a
-    center again for their components, the graphs at every size, and the Recurrent Memory
-    Transformer's two versions, segment by segment, with their unrolled graphs."""
+    center again for their components, and the graphs at every size."""
     from ..mask_design import CATALOGUE
     from ..san import SANConfig
 
@@ -87,16 +82,31 @@ def mask_design(
         # other inputs; the graphs' breadth-first searches (~ N x 16 edges per pattern and N)
         # and, for the dense masks, two boolean products (2 N^3 each) are small beside them
         flops=grid_flops(config, n_tokens, runs + 3 * n_seeds)
-        + sum(16 * (len(deployed) + len(probes)) * N * N + 2 * 2 * 2 * N**3 for N in graph_tokens)
-        # the RMT: each version's steps (segment and memory tokens) on every seed, and its
-        # unrolled graph, one sparse product per layer of a reach matrix at most T x T
-        + sum(
-            grid_flops({"rmt": SANConfig(d=d, n_layers=rmt_layers)}, n, n_seeds * rmt_segments)
-            + rmt_segments * rmt_layers * n * (rmt_memory + rmt_segments * n)
-            for n in (rmt_segment + 2 * rmt_memory, rmt_segment + rmt_memory)
-        ),
+        + sum(16 * (len(deployed) + len(probes)) * N * N + 2 * 2 * 2 * N**3 for N in graph_tokens),
         # one layer of the batched run: X, Q, K, V, output, scores and weights, in float64
         peak_bytes=8 * runs * n_tokens * (5 * d + 2 * n_tokens),
+    )
+
+
+@formula("recurrent-memory")
+def recurrent_memory(d, n_seeds, segment_tokens, memory_tokens, n_segments, n_layers) -> Work:
+    """The Recurrent Memory Transformer's two versions, segment by segment on every seed, with
+    their unrolled graphs."""
+    from ..san import SANConfig
+
+    config = {"rmt": SANConfig(d=d, n_layers=n_layers)}
+    # one step of the decoder (memory, segment, memory) and of the encoder (memory, segment)
+    steps = (segment_tokens + 2 * memory_tokens, segment_tokens + memory_tokens)
+    return Work(
+        # each version's steps (segment and memory tokens) on every seed, and its unrolled
+        # graph, one sparse product per layer of a reach matrix at most T x T
+        flops=sum(
+            grid_flops(config, n, n_seeds * n_segments)
+            + n_segments * n_layers * n * (memory_tokens + n_segments * n)
+            for n in steps
+        ),
+        # every segment's outputs of one version, and one step's scores and weights
+        peak_bytes=8 * n_seeds * (n_segments * segment_tokens * d + 2 * max(steps) ** 2),
     )
 
 
@@ -188,7 +198,7 @@ def temperature(
 
 def orthogonal_values(n_tokens, d, heads, layers, samples, deep_layers, deep_d, deep_heads,
                       deep_samples, more) -> float:
-    """Chapter 07's +LN stack with orthogonal W_V and W_O: under 4 masks through the first
+    """Chapter 08's +LN stack with orthogonal W_V and W_O: under 4 masks through the first
     network and under the 2 windows through the `more` others (with the uniform +LN beside
     it at 12 layers), at both depths; the QR of both matrices in every layer and network,
     and the orthogonality defects of the first network's value maps (12 layers uniform,
@@ -340,7 +350,7 @@ def open_questions(
 @formula("layernorm-discontinuity")
 def layernorm_discontinuity(n_seeds, path_points, path_layers, rms_layers, grid_deg) -> Work:
     """The 2-token paths and circles of the counterexample (about 30 FLOP a layer for a 2-D
-    state) and RMSNorm in chapter 03's setting (N = 8, d = 16, four masks, two token sets)."""
+    state) and RMSNorm in chapter 04's setting (N = 8, d = 16, four masks, two token sets)."""
     circle = round(360 / grid_deg)
     # the path with and without LN, the RMSNorm counterexample on the circle (simulated and
     # iterated, 3 gains) and scale-only LN
