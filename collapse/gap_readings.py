@@ -347,7 +347,7 @@ def layer_slopes(frame: pd.DataFrame, label: str, gamma: float, n_layers: int) -
     return pd.Series(out)
 
 
-# Depth: the nine configurations of rebuttal Fig. VII, layer by layer (chapter 17).
+# Depth: the nine configurations of rebuttal Fig. VII, layer by layer (chapter 18).
 
 _MODULE_COLORS = {"": 0, "+LN": 1, "+skip": 2, "+skip+LN": 3}
 

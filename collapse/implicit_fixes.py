@@ -139,7 +139,7 @@ def median_interval(values, level: float = 0.95) -> tuple[float, float, float]:
     B ~ Binomial(n, 1/2), is at least `level`; [min, max] when no k reaches it (n < 6 at 95 %:
     [min, max] then covers 1 - 2^(1-n)). NaN values are dropped.
 
-    Why: a bulk edge is heavy-tailed (chapter 13), so the chapter compares medians over
+    Why: a bulk edge is heavy-tailed (chapter 14), so the chapter compares medians over
     seeds; this interval assumes nothing about their law."""
     level = check_float("level", level)
     if not 0 < level < 1:

@@ -1,4 +1,4 @@
-"""The runs behind the questions the rebuttal of Wu et al. (2024) left open (chapters 11, 12).
+"""The runs behind the questions the rebuttal of Wu et al. (2024) left open (chapters 12, 13).
 
 Five questions, each a batched run of `san.simulate` or `counterexample.iterate` with the
 chapter's conventions fixed here: random value weights under scale-only LayerNorm

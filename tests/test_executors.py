@@ -13,7 +13,7 @@ from collapse.checks import ParameterError
 
 NOTEBOOKS = [
     "07-temperature",
-    "15-width",
+    "16-width",
 ]  # a SAN sweep and a Mind-the-Gap stack, both short in the fast profile
 
 

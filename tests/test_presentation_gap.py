@@ -1,4 +1,4 @@
-"""The readings and presentation helpers of the Mind-the-Gap chapters (13-21): small cases
+"""The readings and presentation helpers of the Mind-the-Gap chapters (14-22): small cases
 whose answer is known by hand."""
 
 import math

@@ -1,4 +1,4 @@
-"""The presentation helpers of the SAN chapters (07-11): layer axes, bands per mask and
+"""The presentation helpers of the SAN chapters (07-12): layer axes, bands per mask and
 temperature, mask tables, the readings of a sweep's frame and the pretrained sweep."""
 
 import doctest

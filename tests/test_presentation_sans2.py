@@ -1,4 +1,4 @@
-"""Library helpers that chapters 09 and 11 call: a pretrained model's label and origin, and
+"""Library helpers that chapters 10 and 12 call: a pretrained model's label and origin, and
 the ratios of successive falls of log mu."""
 
 from pathlib import Path

@@ -470,7 +470,7 @@ def test_the_light_myst_reader_reads_every_chapter_as_jupytext_does():
     import jupytext
 
     chapters = sorted((runner.PACKAGE.parent / "notebooks").glob("[0-9][0-9]-*.md"))
-    assert len(chapters) == 21
+    assert len(chapters) == 22
     for path in chapters:
         nb = jupytext.read(path)
         header, cells = runner.read_myst(path.read_text())

@@ -196,29 +196,10 @@ def temperature(
     )
 
 
-def orthogonal_values(n_tokens, d, heads, layers, samples, deep_layers, deep_d, deep_heads,
-                      deep_samples, more) -> float:
-    """Chapter 08's +LN stack with orthogonal W_V and W_O: under 4 masks through the first
-    network and under the 2 windows through the `more` others (with the uniform +LN beside
-    it at 12 layers), at both depths; the QR of both matrices in every layer and network,
-    and the orthogonality defects of the first network's value maps (12 layers uniform,
-    2 orthogonal)."""
-    from ..cost import dense_flops
-    from ..san import bert_variants
-
-    ln, deep = (bert_variants(L, w, h, ["ln"]) for L, w, h in
-                ((layers, d, heads), (deep_layers, deep_d, deep_heads)))
-    runs = grid_flops(ln, n_tokens, (4 + 2 * 2 * more) * samples)
-    runs += grid_flops(deep, n_tokens, (4 + 2 * more) * deep_samples)
-    qr = 2 * (dense_flops("qr", d) * (layers * (1 + more) + 2) + dense_flops("qr", deep_d)
-              * deep_layers * (1 + more))
-    return runs + qr + (layers + 2) * 3 * 2 * d**3  # W_V W_O and two Gram matrices a layer
-
-
 @formula("variants")
 def variants(
     n_tokens, d, n_heads, n_layers, n_samples, deep_layers, deep_d, deep_heads, deep_samples,
-    deep_weight_seeds, probe_samples, probe_d, probe_heads, batch_size, orthogonal_networks,
+    deep_weight_seeds, probe_samples, probe_d, probe_heads, batch_size,
 ) -> Work:
     """The five variants x 4 masks over 12 layers and over the deep stack (first network),
     +skip and +LN through the further deep networks, the +LN probe of the complete mask,
@@ -243,15 +224,41 @@ def variants(
         # +LN, +skip+LN and full on independent rows, 4 masks
         + grid_flops(bert_variants(n_layers, d, n_heads, ["ln", "skip_ln", "full"]), n_tokens,
                      4 * probe_samples)
-        + orthogonal_values(n_tokens, d, n_heads, n_layers, min(probe_samples, n_samples),
-                            deep_layers, deep_d, deep_heads, deep_samples,
-                            orthogonal_networks - 1)
     )
     chunk = min(batch_size or n_samples, n_samples)
     deep_chunk = min(batch_size or deep_samples, deep_samples)
     # one chunk x 4 masks: the five variants' states (they share weights and run together)
     # and one layer's temporaries (fused Q/K/V, output, the FFN's 4d hidden twice), float64
     states = max(chunk * (5 * d + 4 * d + 8 * d), deep_chunk * (5 + 4 + 8) * deep_d)
+    return Work(flops=flops, peak_bytes=8 * 4 * n_tokens * states)
+
+
+@formula("orthogonal-values")
+def orthogonal_values(
+    n_tokens, d, n_heads, n_layers, n_samples, deep_layers, deep_d, deep_heads, deep_samples,
+    orthogonal_networks, batch_size,
+) -> Work:
+    """The +LN stack with uniform and with orthogonal W_V and W_O: under 4 masks through the
+    first network and under the 2 windows through the others, at both depths; the QR of both
+    matrices in every layer and network, and the orthogonality defects of the first network's
+    value maps (12 layers uniform, 2 orthogonal)."""
+    from ..cost import dense_flops
+    from ..san import bert_variants
+
+    ln, deep = (bert_variants(L, w, h, ["ln"]) for L, w, h in
+                ((n_layers, d, n_heads), (deep_layers, deep_d, deep_heads)))
+    more = orthogonal_networks - 1  # networks beyond the first
+    pairs = 2 * (4 + 2 * more)  # both value maps x (4 masks, then 2 windows per network)
+    flops = grid_flops(ln, n_tokens, pairs * n_samples)
+    flops += grid_flops(deep, n_tokens, pairs * deep_samples)
+    flops += 2 * (dense_flops("qr", d) * (n_layers * (1 + more) + 2)
+                  + dense_flops("qr", deep_d) * deep_layers * (1 + more))
+    flops += (n_layers + 2) * 3 * 2 * d**3  # W_V W_O and two Gram matrices a layer
+    # one chunk x 4 masks x both value maps, and one layer's temporaries (fused Q/K/V and
+    # the output), float64
+    chunk = min(batch_size or n_samples, n_samples)
+    deep_chunk = min(batch_size or deep_samples, deep_samples)
+    states = max(chunk * 2 * 5 * d, deep_chunk * 2 * 5 * deep_d)
     return Work(flops=flops, peak_bytes=8 * 4 * n_tokens * states)
 
 
