@@ -142,6 +142,16 @@ def test_a_full_name_whose_number_moved_finds_its_chapter(project):
         project.select(["05-elsewhere"])
 
 
+def test_verdicts_of_a_chapter_that_moved_are_not_collected(project):
+    """A notebook executed under a chapter's old name (left in book/executed/ by a run before
+    a renumbering) is not one of the project's chapters: its verdicts are not collected."""
+    project.executed_dir.mkdir(parents=True, exist_ok=True)
+    for stem, key in [("01-toy", "current"), ("03-toy", "moved"), ("02-gone", "gone")]:
+        record = [{"id": f"toy/{key}", "key": key, "notebook": stem}]
+        (project.executed_dir / f"{stem}.verdicts.json").write_text(json.dumps(record))
+    assert [r["key"] for r in runner.collect_records(project)] == ["current"]
+
+
 def test_unknown_names(project):
     with pytest.raises(
         ParameterError, match="notebook must be one of 01-toy, 02-raises; got 'nope'"

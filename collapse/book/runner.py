@@ -857,8 +857,16 @@ def plan(project: Project, names, profile: str, overrides: dict) -> list[tuple[N
 
 def collect_records(project: Project, folder: Path | None = None) -> list[dict]:
     """Every verdict record of the executed notebooks (in book/executed/, or `folder`), in
-    notebook order."""
+    notebook order.
+
+    Why: only the project's own chapters count; a notebook executed under a chapter's old
+    name (chapters split and renumbered since) would count its verdicts twice, or under a
+    number that is now another chapter's.
+    """
+    folder = folder or project.executed_dir
     records = []
-    for path in sorted((folder or project.executed_dir).glob("*.verdicts.json")):
-        records.extend(json.loads(path.read_text()))
+    for source in sorted(project.notebooks_dir.glob("[0-9][0-9]-*.md")):
+        path = folder / f"{source.stem}.verdicts.json"
+        if path.is_file():
+            records.extend(json.loads(path.read_text()))
     return records
