@@ -101,7 +101,7 @@ def test_a_claim_broken_on_purpose_fails_its_verdict(tmp_path):
     root = copy_sources(tmp_path)
     command = [sys.executable, "-m", "collapse", "--root", str(root)]
     run = subprocess.run(
-        [*command, "run", "03", "--profile", "fast", "--set", "n_layers=5"],
+        [*command, "run", "layernorm-orthogonal", "--profile", "fast", "--set", "n_layers=5"],
         capture_output=True,
         text=True,
         timeout=300,
