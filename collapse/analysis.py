@@ -13,6 +13,7 @@ import pandas as pd
 
 from . import fit
 from .checks import ParameterError, check_int
+from .metrics import MU_ZERO
 from .sweep import GRID
 
 __all__ = [
@@ -238,7 +239,7 @@ def mean_interval(values, level: float = 0.95) -> tuple[float, tuple[float, floa
     return values.mean(), (values.mean() - half, values.mean() + half)
 
 
-def fall_ratios(mu, *, cut: float = 1e-10, floor: float = 1e-17) -> np.ndarray:
+def fall_ratios(mu, *, cut: float = 1e-10, floor: float = MU_ZERO) -> np.ndarray:
     """Ratios Delta_{t+1} / Delta_t of successive falls Delta_t = log mu_{t-1} - log mu_t, per
     seed: about 1 when a collapse is exponential, growing (towards 2, 3...) when it is doubly
     exponential.

@@ -440,7 +440,7 @@ def collapse_table(mu, eps, radii: pd.Series, *, depth: int) -> pd.DataFrame:
         layer at which every seed has mu / mu(0) <= 1/2, resp. below the fit cut; NaN when
         some seed never does); fall (smallest net fall of log mu over the seeds).
     """
-    log_mu = np.log(np.maximum(mu, 1e-17))  # mu = 0 exactly counts just below the floor
+    log_mu = np.log(np.maximum(mu, _metrics.MU_ZERO))  # mu = 0 exactly: just below the floor
     tail, eps_min = _fit.tail_slopes(mu).mean(0), eps.min(0)
     columns = {
         "radius": radii,

@@ -13,6 +13,7 @@ import torch
 from .checks import ParameterError, check_int, check_matrix
 
 __all__ = [
+    "MU_ZERO",
     "mu",
     "relative_mu",
     "frobenius",
@@ -31,6 +32,11 @@ __all__ = [
     "check_metric_names",
     "evaluate",
 ]
+
+
+# mu = 0 exactly (bitwise identical tokens) is recorded as MU_ZERO, just below the float64
+# floor, so that log mu stays finite and such a collapse is drawn at the bottom of a plot.
+MU_ZERO = 1e-17
 
 
 def _f64(X: torch.Tensor) -> torch.Tensor:
