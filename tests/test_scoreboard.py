@@ -1,3 +1,5 @@
+import pytest
+
 from collapse import report
 from collapse.book import scoreboard
 
@@ -219,7 +221,33 @@ def test_the_overview_figure_is_drawn_at_page_width(tmp_path):
     assert 1200 <= width <= 1400  # 6.6 in at 200 dpi, shown at 660 px
 
 
-def test_the_glance_keeps_a_long_quotes_opening_and_close():
+def test_the_glance_shows_the_words_a_verdict_tests_and_the_verdict_sets_them_in_bold():
+    from collapse import sources
+
+    quoted = sources.QUOTES["wu-masked-collapse"]
+    masked = {**record(), "quote": quoted.text, "source": quoted.reference}
+    cell = scoreboard.glance_claim(masked)
+    assert (
+        "*“… pure masked attention still suffers from exponential collapse to a rank one "
+        "subspace …”*" in cell
+    )  # the collapse it tests, not "In particular, we find ..."
+    assert (
+        "**pure masked attention still suffers from exponential collapse to a rank one "
+        "subspace**, sparse or local" in scoreboard.quote_markdown(masked)
+    )  # the whole sentence
+    with pytest.raises(ValueError, match="gist must be words of the quote"):
+        sources.Source("wu2024role", "abstract", "Masked attention collapses.", gist="slowly")
+
+
+def test_every_long_quote_has_a_gist_a_table_cell_can_show():
+    from collapse import sources
+
+    for name, quoted in sources.QUOTES.items():
+        if len(quoted.text) > sources.GIST_WIDTH:
+            assert quoted.gist and len(quoted.gist) <= sources.GIST_WIDTH, name
+
+
+def test_the_glance_keeps_the_opening_and_close_of_words_no_longer_registered():
     long = {
         **record(),
         "quote": "Our framework offers a fresh perspective on recent studies, such as (Ye et al., "
@@ -227,7 +255,7 @@ def test_the_glance_keeps_a_long_quotes_opening_and_close():
         "efforts to address the spectral gap issue. A second sentence.",
     }
     cell = scoreboard.glance_claim(long)
-    assert "*“Our framework offers a fresh perspective on … " in cell
+    assert "*“Our framework offers a fresh perspective on recent … " in cell
     assert " to address the spectral gap issue.”*" in cell  # its point, not cut at "2024;"
     assert "second sentence" not in cell
     assert "Masked attention collapses." in scoreboard.glance_claim(record())  # short: whole

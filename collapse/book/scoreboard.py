@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from .. import sources
 from ..atomic import atomic_path
 from ..report import KINDS, METADATA_KEY, OUTCOMES, outcome
 
@@ -199,12 +200,16 @@ def quote_markdown(record: dict) -> str:
     if not record.get("quote"):
         return ""
     lead = "Goes beyond: " if record["kind"] == "extension" else ""
-    return f"> {lead}“{record['quote']}” ({_citation(record)})\n"
+    words, source = record["quote"], sources.registered(record["quote"])
+    if source and source.gist:
+        words = words.replace(source.gist, f"**{source.gist}**", 1)
+    return f"> {lead}“{words}” ({_citation(record)})\n"
 
 
-def _first_line(text: str, width: int = 110) -> str:
-    """The first sentence of `text`; one longer than `width` characters keeps its opening and
-    its close, where a sentence's point usually lies, with an ellipsis between (cut at words).
+def _first_line(text: str, width: int = sources.GIST_WIDTH) -> str:
+    """The first sentence of `text`, for words no longer registered (a record from an older
+    version); one longer than `width` characters keeps its opening and its close, with an
+    ellipsis between (cut at words).
     """
     sentence = re.split(r"(?<=[.!?])\s+(?=[A-Z“])", text, maxsplit=1)[0]
     if len(sentence) <= width:
@@ -232,11 +237,12 @@ def table_cell(text: str) -> str:
 
 def glance_claim(record: dict) -> str:
     """A verdict's cell in a chapter's at-a-glance table: its claim, linking to the verdict,
-    and the first line of the sentence it tests with its paper (where in the paper is told
-    under the verdict)."""
+    and the words it tests of the quoted sentence, with their paper (where in the paper is
+    told under the verdict)."""
     cell = f"[{table_cell(record['claim'])}](#{anchor(record)})"
     if record.get("quote"):
-        words = table_cell(_first_line(record["quote"]))
+        source = sources.registered(record["quote"])
+        words = table_cell(source.excerpt if source else _first_line(record["quote"]))
         cite = record["source"].partition(", ")[0]
         cell += f"<br>*“{words}”* ({{cite:t}}`{cite}`)"
     return cell
