@@ -10,7 +10,7 @@ import sys
 import yaml
 from conftest import REPOSITORY, fast_book_command
 
-from collapse import report
+from collapse import report, sources
 from collapse.book import launch, pages, runner, scoreboard
 
 
@@ -63,18 +63,29 @@ def test_scoreboard_and_intro_list_every_verdict(fast_book):
     assert '<section id="extensions-our-own-questions">' in page
 
 
+def _text(page):
+    """A built page's words, without its tags (a gist in bold breaks no sentence)."""
+    return re.sub(r"<[^>]+>", "", html.unescape(page.read_text()))
+
+
 def test_every_claim_shows_the_sentence_it_tests(fast_book):
-    """On its chapter's page, at a glance and under the verdict, and on the scoreboard."""
+    """On its chapter's page, the words it tests at a glance and the whole sentence under the
+    verdict (those words in bold), and on the scoreboard."""
     root, _ = fast_book
     site = root / "_build" / "html" / "book" / "executed"
-    scoreboard_page = html.unescape((site / "scoreboard.html").read_text())
+    scoreboard_page = _text(site / "scoreboard.html")
     for record in runner.collect_records(runner.Project(root)):
         if record["kind"] in ("claim", "analogue"):
-            assert record["quote"] and record["source"], record["id"]
-            words = record["quote"].split("$")[0][:25]  # its opening words, before any math
+            quoted = sources.registered(record["quote"])
+            assert quoted and record["source"] == quoted.reference, record["id"]
             page = html.unescape((site / f"{record['notebook']}.html").read_text())
-            assert page.count(words) >= 2, (record["id"], words)  # glance and verdict
-            assert words in scoreboard_page, record["id"]
+            text = _text(site / f"{record['notebook']}.html")
+            opening = quoted.text.split("$")[0][:25]  # its opening words, before any math
+            gist = (quoted.gist or quoted.text).split("$")[0][:25]
+            assert text.count(gist) >= 2, (record["id"], gist)  # glance and verdict
+            assert opening in text and opening in scoreboard_page, (record["id"], opening)
+            if quoted.gist:
+                assert f"<strong>{gist}" in page, (record["id"], gist)
 
 
 def test_no_page_shows_a_variable_name_where_a_value_belongs(fast_book):
