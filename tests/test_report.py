@@ -157,6 +157,8 @@ def test_every_quote_is_short_cited_and_unique():
         assert re.fullmatch(r"(wu|mtg)-[a-z0-9-]+", name), name
         assert q.cite in keys, (name, q.cite)
         assert 20 <= len(q.text) <= 320 and q.where, name
+        if len(q.text) > sources.GIST_WIDTH:  # a table cell shows its gist
+            assert q.gist and len(q.gist) <= sources.GIST_WIDTH, name
 
 
 def test_every_quote_is_the_sentence_of_some_verdict():

@@ -1,6 +1,6 @@
 import pytest
 
-from collapse import report
+from collapse import report, sources
 from collapse.book import scoreboard
 
 
@@ -222,8 +222,6 @@ def test_the_overview_figure_is_drawn_at_page_width(tmp_path):
 
 
 def test_the_glance_shows_the_words_a_verdict_tests_and_the_verdict_sets_them_in_bold():
-    from collapse import sources
-
     quoted = sources.QUOTES["wu-masked-collapse"]
     masked = {**record(), "quote": quoted.text, "source": quoted.reference}
     cell = scoreboard.glance_claim(masked)
@@ -237,14 +235,6 @@ def test_the_glance_shows_the_words_a_verdict_tests_and_the_verdict_sets_them_in
     )  # the whole sentence
     with pytest.raises(ValueError, match="gist must be words of the quote"):
         sources.Source("wu2024role", "abstract", "Masked attention collapses.", gist="slowly")
-
-
-def test_every_long_quote_has_a_gist_a_table_cell_can_show():
-    from collapse import sources
-
-    for name, quoted in sources.QUOTES.items():
-        if len(quoted.text) > sources.GIST_WIDTH:
-            assert quoted.gist and len(quoted.gist) <= sources.GIST_WIDTH, name
 
 
 def test_the_glance_keeps_the_opening_and_close_of_words_no_longer_registered():
